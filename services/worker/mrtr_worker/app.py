@@ -1,0 +1,117 @@
+"""The worker's HTTP host: FastAPI around the SDK's Streamable HTTP endpoint.
+
+`POST /mcp` is the SDK's stateless 2026-07-28 handler (no initialize, no
+session id). Beside it the host serves what an orchestrator needs:
+`/healthz` (alive), `/readyz` (ready for traffic; 503 while draining),
+`/metrics` (Prometheus) and `/admin/drain` / `/admin/undrain`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from mrtr_worker import rejections
+from mrtr_worker.config import WorkerSettings
+from mrtr_worker.headers import InstanceHeaders
+from mrtr_worker.keyring import KeyRing
+from mrtr_worker.lifecycle import Lifecycle
+from mrtr_worker.metrics import WorkerMetrics
+from mrtr_worker.rounds import WorkerIdentity
+from mrtr_worker.server import build_mcp_server
+from mrtr_worker.state_codec import FleetStateCodec
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Worker:
+    """One worker instance: its identity, state codec, metrics, lifecycle and MCP server."""
+
+    settings: WorkerSettings
+    identity: WorkerIdentity
+    codec: FleetStateCodec
+    metrics: WorkerMetrics
+    lifecycle: Lifecycle
+    mcp: MCPServer
+
+    @classmethod
+    def from_settings(cls, settings: WorkerSettings, ring: KeyRing) -> Worker:
+        identity = WorkerIdentity(instance_id=settings.instance_id, version=settings.version)
+        codec = FleetStateCodec(ring, max_token_bytes=settings.state_max_bytes)
+        metrics = WorkerMetrics()
+        return cls(
+            settings=settings,
+            identity=identity,
+            codec=codec,
+            metrics=metrics,
+            lifecycle=Lifecycle(),
+            mcp=build_mcp_server(settings, codec, metrics, identity),
+        )
+
+
+def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI:
+    """Build the ASGI app of one worker; `ring` defaults to the one the settings name."""
+    worker = Worker.from_settings(settings, ring or KeyRing.parse(settings.keyring_text()))
+    mcp_app = worker.mcp.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=settings.allowed_hosts,
+            allowed_origins=settings.allowed_origins,
+        ),
+        max_request_body_size=settings.max_body_bytes,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        handler = rejections.install(worker.metrics.state_rejections)
+        worker.metrics.ready.set(1)
+        try:
+            async with worker.mcp.session_manager.run():
+                logger.info("worker %s (v%s) ready", worker.identity.instance_id, worker.identity.version)
+                yield
+        finally:
+            logging.getLogger(rejections.SDK_LOGGER).removeHandler(handler)
+
+    app = FastAPI(title="mrtr-worker", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.worker = worker
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, object]:
+        identity = worker.identity
+        return {"status": "alive", "instance": identity.instance_id, "version": identity.version}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        ready = worker.lifecycle.ready
+        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(worker.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/admin/drain")
+    async def drain() -> dict[str, bool]:
+        worker.lifecycle.drain()
+        worker.metrics.ready.set(0)
+        return {"draining": True}
+
+    @app.post("/admin/undrain")
+    async def undrain() -> dict[str, bool]:
+        worker.lifecycle.undrain()
+        worker.metrics.ready.set(1)
+        return {"draining": False}
+
+    app.mount("/", mcp_app)  # after the host routes, so they match first
+    app.add_middleware(InstanceHeaders, instance_id=worker.identity.instance_id, version=worker.identity.version)
+    return app

@@ -1,0 +1,96 @@
+"""Worker configuration, read once from the environment at start-up.
+
+Every instance of the fleet is configured the same way except for its
+identity; the key ring and audience must match across the fleet or a state
+sealed on one instance cannot be opened on another.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+KNOWN_PACKS = ("demo", "conformance")
+"""Tool packs a worker can serve; `MRTR_WORKER_TOOL_PACKS` picks a subset."""
+
+SUPPORTED_VERSIONS = (1, 2)
+"""Worker behaviour versions (see the rolling-upgrade notes in the README)."""
+
+
+def _default_instance_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class WorkerSettings(BaseSettings):
+    """Settings of one worker instance (env prefix `MRTR_WORKER_`)."""
+
+    model_config = SettingsConfigDict(env_prefix="MRTR_WORKER_", extra="forbid")
+
+    instance_id: str = Field(default_factory=_default_instance_id, min_length=1, max_length=128)
+    version: int = 1
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+
+    keyring: SecretStr | None = None
+    """The key ring as JSON text (see `mrtr_worker.keyring`); or use `keyring_file`."""
+    keyring_file: Path | None = None
+    audience: str = Field(default="mrtr-fleet", min_length=1)
+    """Service identity bound into every sealed state; the whole fleet shares it."""
+
+    state_ttl_seconds: float = Field(default=600.0, gt=0)
+    state_max_bytes: int = Field(default=64 * 1024, ge=256)
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+    tool_packs: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["demo"])
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    )
+    """`Host` header values accepted on /mcp (DNS-rebinding protection); `*` matches any port."""
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    )
+    log_level: str = "INFO"
+
+    _split = field_validator("tool_packs", "allowed_hosts", "allowed_origins", mode="before")(_split_csv)
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value not in SUPPORTED_VERSIONS:
+            raise ValueError(f"must be one of {SUPPORTED_VERSIONS}")
+        return value
+
+    @field_validator("tool_packs")
+    @classmethod
+    def _known_packs(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(KNOWN_PACKS))
+        if unknown:
+            raise ValueError(f"unknown tool pack(s) {unknown}; known: {list(KNOWN_PACKS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_keyring_source(self) -> WorkerSettings:
+        if (self.keyring is None) == (self.keyring_file is None):
+            raise ValueError(
+                "set exactly one of MRTR_WORKER_KEYRING (JSON) or MRTR_WORKER_KEYRING_FILE; "
+                "generate one with: python -m mrtr_worker.keyring new"
+            )
+        return self
+
+    def keyring_text(self) -> str:
+        """The key ring's JSON text, from the environment or the file."""
+        if self.keyring is not None:
+            return self.keyring.get_secret_value()
+        assert self.keyring_file is not None
+        return self.keyring_file.read_text()

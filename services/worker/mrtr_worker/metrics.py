@@ -1,0 +1,44 @@
+"""Prometheus metrics of one worker, in a registry of its own.
+
+A registry per app (not the process-global one) keeps test apps independent
+and lets the host expose exactly these series on `/metrics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_STATE_SIZE_BUCKETS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+
+
+@dataclass
+class WorkerMetrics:
+    """Every series the worker exports."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.requests = Counter(
+            "mrtr_worker_requests", "MCP requests by method and outcome", ["method", "outcome"], registry=r
+        )
+        self.input_required = Counter(
+            "mrtr_worker_input_required",
+            "input_required answers by why the round ended (input, admission, pressure, slice, drain)",
+            ["reason"],
+            registry=r,
+        )
+        self.state_bytes = Histogram(
+            "mrtr_worker_request_state_bytes",
+            "Size of sealed requestState tokens, received and sent",
+            ["direction"],
+            buckets=_STATE_SIZE_BUCKETS,
+            registry=r,
+        )
+        self.state_rejections = Counter(
+            "mrtr_worker_state_rejections", "Rejected requestState tokens by reason", ["reason"], registry=r
+        )
+        self.in_flight = Gauge("mrtr_worker_in_flight_requests", "MCP requests being handled", registry=r)
+        self.ready = Gauge("mrtr_worker_ready", "1 while the worker accepts traffic, 0 while draining", registry=r)

@@ -1,0 +1,20 @@
+"""Tool packs: groups of tools, prompts and resources a worker can be configured to serve."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mcp.server.mcpserver import MCPServer
+
+from mrtr_worker.rounds import WorkerIdentity
+
+
+@dataclass(frozen=True)
+class PackEnv:
+    """What a pack may know about the worker it is registered on."""
+
+    identity: WorkerIdentity
+
+
+Register = Callable[[MCPServer, PackEnv], None]

@@ -1,0 +1,134 @@
+"""The demo pack: every kind of input a tool can ask for, each through the same MRTR path.
+
+* `link_accounts`: the SEP's login scenario. The logins a version needs are
+  asked by form elicitation; answers already given travel in `requestState`,
+  so no question is asked twice, whichever instances a request visits.
+* `write_haiku`: sampling. `scan_roots`: roots.
+* `connect_vault`: needs a secret, so it uses URL-mode elicitation (form mode
+  must never ask for passwords, keys or tokens).
+* the `onboarding` prompt and the `mrtr://reports/{report_id}` resource
+  return input_required too.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, InputRequiredResult, TextContent
+
+from mrtr_worker import inputs
+from mrtr_worker.capabilities import Need, require
+from mrtr_worker.packs import PackEnv
+from mrtr_worker.rounds import Round
+
+LOGINS_BY_VERSION: dict[int, tuple[str, ...]] = {
+    1: ("github_login", "google_login"),
+    2: ("github_login", "google_login", "microsoft_login"),
+}
+"""The logins `link_accounts` needs on each worker version (v2 adds Microsoft)."""
+
+PROVIDERS = {"github_login": "GitHub", "google_login": "Google", "microsoft_login": "Microsoft"}
+
+VAULT_URL = "https://vault.example.com/connect"
+"""Where the demo sends the user to enter an API key; never a form field."""
+
+
+def login_request(key: str) -> inputs.InputRequestWire:
+    provider = PROVIDERS[key]
+    return inputs.form(
+        f"Please provide your {provider} username",
+        {"name": {"type": "string", "title": f"{provider} username", "minLength": 1, "maxLength": 100}},
+        ["name"],
+    )
+
+
+def _text_result(text: str, structured: dict[str, Any] | None = None, *, error: bool = False) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured, is_error=error)
+
+
+def register(server: MCPServer, env: PackEnv) -> None:
+    identity = env.identity
+    needed_logins = LOGINS_BY_VERSION[identity.version]
+
+    @server.tool(description="Link your accounts (the SEP-2322 login scenario). Asks each login once.")
+    async def link_accounts(ctx: Context) -> CallToolResult | InputRequiredResult:
+        rnd = Round(ctx, identity)
+        require(rnd.capabilities, Need.FORM, why="link_accounts asks for logins through form elicitation")
+        linked: dict[str, str] = dict(rnd.data.get("linked", {}))
+        for key in needed_logins:
+            if key in linked:
+                continue
+            answer = inputs.read_form(rnd.responses, key, login_request(key))
+            if answer is None or answer.problem is not None:
+                continue
+            if not answer.accepted:
+                return _text_result(f"{PROVIDERS[key]} login was {answer.action}d; nothing linked.", error=True)
+            assert answer.content is not None
+            linked[key] = str(answer.content["name"])
+        missing = [key for key in needed_logins if key not in linked]
+        if missing:
+            return rnd.ask({key: login_request(key) for key in missing}, {"linked": linked})
+        summary = ", ".join(f"{PROVIDERS[k]}: {v}" for k, v in linked.items())
+        return _text_result(f"Linked {summary}", {"linked": linked})
+
+    @server.tool(description="Write a haiku about a topic, using the client's model (sampling).")
+    async def write_haiku(topic: str, ctx: Context) -> CallToolResult | InputRequiredResult:
+        rnd = Round(ctx, identity)
+        require(rnd.capabilities, Need.SAMPLING, why="write_haiku needs the client's model")
+        text = inputs.read_sampled_text(rnd.responses, "haiku")
+        if text is None:
+            prompt = f"Write a haiku about {topic}."
+            return rnd.ask({"haiku": inputs.sampling(prompt, max_tokens=200)}, {})
+        return _text_result(text, {"topic": topic, "haiku": text})
+
+    @server.tool(description="List the client's workspace roots (roots).")
+    async def scan_roots(ctx: Context) -> CallToolResult | InputRequiredResult:
+        rnd = Round(ctx, identity)
+        require(rnd.capabilities, Need.ROOTS, why="scan_roots needs the client's roots")
+        uris = inputs.read_roots(rnd.responses, "roots")
+        if uris is None:
+            return rnd.ask({"roots": inputs.roots()}, {})
+        return _text_result(f"{len(uris)} root(s): " + ", ".join(uris), {"roots": uris, "count": len(uris)})
+
+    @server.tool(description="Connect a secrets vault. The API key is entered on the vault's page (URL mode).")
+    async def connect_vault(ctx: Context) -> CallToolResult | InputRequiredResult:
+        rnd = Round(ctx, identity)
+        require(rnd.capabilities, Need.URL, why="connect_vault needs URL-mode elicitation for a secret")
+        flow = rnd.data.get("flow")
+        action = inputs.read_url_consent(rnd.responses, "vault") if flow else None
+        if flow is None or action is None:
+            flow = flow or secrets.token_urlsafe(12)
+            message = "Open the vault page to enter your API key. It is never shown to this client."
+            return rnd.ask({"vault": inputs.url_elicitation(message, f"{VAULT_URL}?flow={flow}")}, {"flow": flow})
+        if action != "accept":
+            return _text_result(f"Vault connection was {action}d.", error=True)
+        return _text_result(f"Vault connected (flow {flow}).", {"flow": flow, "connected": True})
+
+    @server.prompt(description="A greeting prompt that first asks the user's preferred name.")
+    async def onboarding(ctx: Context) -> list[dict[str, Any]] | InputRequiredResult:
+        rnd = Round(ctx, identity)
+        require(rnd.capabilities, Need.FORM, why="onboarding asks for a name through form elicitation")
+        request = inputs.form("What should we call you?", {"name": {"type": "string", "minLength": 1}}, ["name"])
+        answer = inputs.read_form(rnd.responses, "preferred_name", request)
+        if answer is None or answer.problem is not None:
+            return rnd.ask({"preferred_name": request}, {})
+        name = answer.content["name"] if answer.content is not None else "the user"  # declined: stay generic
+        return [{"role": "user", "content": {"type": "text", "text": f"Greet {name} and explain MRTR briefly."}}]
+
+    @server.resource("mrtr://reports/{report_id}", description="A report whose detail level is asked first.")
+    async def report(report_id: str, ctx: Context) -> str | InputRequiredResult:
+        rnd = Round(ctx, identity)
+        require(rnd.capabilities, Need.FORM, why="reports ask for a detail level through form elicitation")
+        request = inputs.form(
+            f"How detailed should report {report_id} be?",
+            {"detail": {"type": "string", "enum": ["summary", "full"]}},
+            ["detail"],
+        )
+        answer = inputs.read_form(rnd.responses, "detail", request)
+        if answer is None or answer.problem is not None:
+            return rnd.ask({"detail": request}, {})
+        # A declined question falls back to the default detail level.
+        detail = answer.content["detail"] if answer.content is not None else "summary"
+        return f"Report {report_id} ({detail})"

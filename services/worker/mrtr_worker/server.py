@@ -1,0 +1,49 @@
+"""Assemble the MCP server (the official SDK's `MCPServer`) for one worker instance."""
+
+from __future__ import annotations
+
+import importlib
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.request_state import RequestStateSecurity
+
+from mrtr_worker.config import WorkerSettings
+from mrtr_worker.metrics import WorkerMetrics
+from mrtr_worker.observe import ObserveRequests
+from mrtr_worker.packs import PackEnv, Register
+from mrtr_worker.rounds import WorkerIdentity
+from mrtr_worker.state_codec import FleetStateCodec
+
+SERVER_NAME = "mrtr-worker"
+
+INSTRUCTIONS = (
+    "A stateless MCP worker of an MRTR reference fleet. Long calls may answer input_required with only "
+    "a requestState: retry at once with it, on any instance."
+)
+
+
+def _load_pack(name: str) -> Register:
+    """A pack's `register` function; imported on demand so a worker loads only the packs it serves."""
+    register: Register = importlib.import_module(f"mrtr_worker.packs.{name}").register
+    return register
+
+
+def build_mcp_server(
+    settings: WorkerSettings, codec: FleetStateCodec, metrics: WorkerMetrics, identity: WorkerIdentity
+) -> MCPServer:
+    """The SDK server with the fleet's shared requestState policy and the configured packs."""
+    security = RequestStateSecurity(codec=codec, ttl=settings.state_ttl_seconds, audience=settings.audience)
+    server: MCPServer = MCPServer(
+        SERVER_NAME,
+        version=str(identity.version),
+        instructions=INSTRUCTIONS,
+        request_state_security=security,
+        log_level=settings.log_level.upper(),  # type: ignore[arg-type]  # validated by logging below
+    )
+    # Index 0 is the SDK's OpenTelemetry middleware, index 1 its requestState boundary:
+    # observing between them sees sealed tokens and the boundary's rejections.
+    server.middleware.insert(1, ObserveRequests(metrics))
+    env = PackEnv(identity=identity)
+    for pack in settings.tool_packs:
+        _load_pack(pack)(server, env)
+    return server
