@@ -1,0 +1,42 @@
+"""A client for MCP 2026-07-28 Multi Round-Trip Requests (SEP-2322), sync and async, over httpx.
+
+from mrtr_client import Client, ScriptedInputs
+
+with Client("http://127.0.0.1:8080/mcp", ScriptedInputs(forms={"github_login": {"name": "octocat"}})) as c:
+    done = c.call_tool("link_accounts")
+    print(done.structured, [hop.instance for hop in done.trace.hops])
+"""
+
+from mrtr_client._loop import RetryPolicy
+from mrtr_client.client import AsyncClient, Client
+from mrtr_client.errors import (
+    InputDeclined,
+    MrtrError,
+    ProtocolViolation,
+    RetryBudgetExhausted,
+    RoundsExceeded,
+    RpcError,
+)
+from mrtr_client.inputs import InputHandler, NoInputs, ScriptedInputs, default_form_content, sampling_answer
+from mrtr_client.trace import CallResult, CallTrace, Hop, Question
+
+__all__ = [
+    "AsyncClient",
+    "CallResult",
+    "CallTrace",
+    "Client",
+    "Hop",
+    "InputDeclined",
+    "InputHandler",
+    "MrtrError",
+    "NoInputs",
+    "ProtocolViolation",
+    "Question",
+    "RetryBudgetExhausted",
+    "RetryPolicy",
+    "RoundsExceeded",
+    "RpcError",
+    "ScriptedInputs",
+    "default_form_content",
+    "sampling_answer",
+]

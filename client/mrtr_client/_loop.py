@@ -1,0 +1,208 @@
+"""The MRTR retry loop, free of I/O.
+
+The loop is a generator: it yields what it needs done (`Send` a request,
+`Ask` the input handler, `Sleep`) and is sent back what happened. The sync
+and async clients are thin runners around it, so both follow one set of
+rules:
+
+* every retry is a new JSON-RPC request with a new id, the original params,
+  fresh `_meta`, the `inputResponses` just gathered and the byte-exact
+  `requestState` last received (none if none was sent);
+* a round with only `requestState` is retried at once, after the server's
+  `retryAfterMs` hint if it gave one;
+* a request that was not delivered or got no answer (connection failure,
+  502/503/504 from a proxy) is sent again with the last state received, so
+  progress is never thrown away, within a retry budget;
+* rounds are capped; an unknown `resultType` is a protocol error and an
+  absent one means `complete`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mrtr_client import _wire
+from mrtr_client.errors import ProtocolViolation, RetryBudgetExhausted, RoundsExceeded, RpcError
+from mrtr_client.trace import CallResult, CallTrace, Hop, Question
+
+ROUND_META_KEY = "mrtr-cluster.dev/round"
+"""The worker fleet's vendor hint: why a round ended and how long to wait before retrying."""
+
+RETRYABLE_STATUSES = frozenset({502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_rounds: int = 32
+    """input_required rounds before giving up (the SDK client's default is 10)."""
+    max_delivery_failures: int = 8
+    """Consecutive undelivered or unanswered attempts before giving up."""
+    backoff_initial: float = 0.05
+    backoff_cap: float = 1.0
+    max_hint_delay: float = 5.0
+    """Upper bound on a server's retry hint, so a bad hint cannot stall a caller."""
+    restart_unreadable_state: bool = True
+    """Start over once when the server says it cannot use the state (for example a layout no instance reads)."""
+
+
+@dataclass(frozen=True)
+class Send:
+    request_id: int
+    body: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    elapsed_ms: float
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The request was not delivered, or no answer came back."""
+
+    problem: str
+    elapsed_ms: float
+
+
+@dataclass(frozen=True)
+class Ask:
+    requests: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+Step = Send | Ask | Sleep
+Loop = Generator[Step, Any, CallResult]
+
+
+def new_id_source() -> Iterator[int]:
+    return itertools.count(1)
+
+
+def mrtr_loop(
+    method: str,
+    params: Mapping[str, Any],
+    capabilities: Mapping[str, Any],
+    ids: Iterator[int],
+    policy: RetryPolicy,
+    extra_headers: Mapping[str, str] | None = None,
+) -> Loop:
+    """Drive one request to its complete result; see the module docstring for the rules."""
+    trace = CallTrace()
+    state: str | None = None
+    responses: dict[str, Any] | None = None
+    rounds = failures = restarts = 0
+    while True:
+        request_id = next(ids)
+        call_params: dict[str, Any] = {**params, "_meta": _wire.request_meta(capabilities)}
+        if responses is not None:
+            call_params["inputResponses"] = responses
+        if state is not None:
+            call_params["requestState"] = state
+        outcome = yield Send(
+            request_id,
+            _wire.encode_request(request_id, method, call_params),
+            _wire.request_headers(method, call_params, extra_headers),
+        )
+        if isinstance(outcome, Failure) or outcome.status in RETRYABLE_STATUSES:
+            failures += 1
+            trace.hops.append(_transport_hop(outcome))
+            if failures > policy.max_delivery_failures:
+                raise RetryBudgetExhausted(failures, trace.hops[-1].detail or "unknown")
+            yield Sleep(min(policy.backoff_cap, policy.backoff_initial * 2 ** (failures - 1)))
+            continue
+        failures = 0
+        message = _parse(outcome, request_id)
+        hint = _round_hint(message)
+        if "error" in message:
+            error = _rpc_error(message["error"], outcome.status)
+            trace.hops.append(_hop(outcome, "error", state, detail=error.message))
+            if error.restart_advised and state is not None and policy.restart_unreadable_state and restarts == 0:
+                restarts += 1
+                state, responses = None, None
+                continue
+            raise error
+        result = message.get("result")
+        if not isinstance(result, dict):
+            raise ProtocolViolation("response has neither result nor error")
+        result_type = result.get("resultType", "complete")  # absent means complete (earlier protocol versions)
+        if result_type == "complete":
+            trace.hops.append(_hop(outcome, "complete", None))
+            return CallResult(result=result, trace=trace)
+        if result_type != "input_required":
+            raise ProtocolViolation(f"unknown resultType {result_type!r}")
+        rounds += 1
+        if rounds > policy.max_rounds:
+            raise RoundsExceeded(policy.max_rounds)
+        raw_state = result.get("requestState")
+        state = raw_state if isinstance(raw_state, str) else None
+        requests = result.get("inputRequests") or {}
+        if not state and not requests:
+            raise ProtocolViolation("input_required without inputRequests or requestState")
+        trace.hops.append(_hop(outcome, str(hint.get("reason", "input")), state))
+        if requests:
+            trace.questions.extend(Question(key, str(req.get("method")), rounds) for key, req in requests.items())
+            responses = yield Ask(requests)
+        else:
+            responses = None
+            delay_ms = hint.get("retryAfterMs")
+            if isinstance(delay_ms, int | float) and delay_ms > 0:
+                yield Sleep(min(policy.max_hint_delay, delay_ms / 1000))
+
+
+def _parse(reply: Reply, request_id: int) -> dict[str, Any]:
+    content_type = reply.headers.get("content-type", "")
+    try:
+        return _wire.parse_reply(content_type, reply.body, request_id)
+    except ProtocolViolation as exc:
+        raise ProtocolViolation(f"HTTP {reply.status}: {exc}") from None
+
+
+def _rpc_error(error: Any, http_status: int) -> RpcError:
+    if not isinstance(error, dict):
+        return RpcError(-32603, "malformed error object", error, http_status=http_status)
+    return RpcError(
+        int(error.get("code", -32603)), str(error.get("message", "")), error.get("data"), http_status=http_status
+    )
+
+
+def _round_hint(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    result = message.get("result")
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    hint = meta.get(ROUND_META_KEY) if isinstance(meta, dict) else None
+    return hint if isinstance(hint, dict) else {}
+
+
+def _hop(reply: Reply, reason: str, state: str | None, *, detail: str | None = None) -> Hop:
+    return Hop(
+        instance=reply.headers.get("x-worker-id"),
+        version=reply.headers.get("x-worker-version"),
+        reason=reason,
+        http_status=reply.status,
+        elapsed_ms=reply.elapsed_ms,
+        state_bytes=len(state) if state else 0,
+        detail=detail,
+    )
+
+
+def _transport_hop(outcome: Reply | Failure) -> Hop:
+    if isinstance(outcome, Failure):
+        return Hop(None, None, "transport", None, outcome.elapsed_ms, detail=outcome.problem)
+    return Hop(
+        outcome.headers.get("x-worker-id"),
+        outcome.headers.get("x-worker-version"),
+        "transport",
+        outcome.status,
+        outcome.elapsed_ms,
+        detail=f"HTTP {outcome.status}",
+    )

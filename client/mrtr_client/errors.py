@@ -1,0 +1,50 @@
+"""Errors a caller of the MRTR client can meet, each saying what to do next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MrtrError(Exception):
+    """Base class of every error this client raises."""
+
+
+class RpcError(MrtrError):
+    """The server answered with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, http_status: int | None = None) -> None:
+        super().__init__(f"{message} (JSON-RPC {code})")
+        self.code = code
+        self.message = message
+        self.data = data
+        self.http_status = http_status
+
+    @property
+    def restart_advised(self) -> bool:
+        """The server could not use the state and asks for the call to start again."""
+        return isinstance(self.data, dict) and self.data.get("restart") is True
+
+
+class RoundsExceeded(MrtrError):
+    """The server kept answering input_required past the client's round cap."""
+
+    def __init__(self, max_rounds: int) -> None:
+        super().__init__(f"no complete result after {max_rounds} rounds; raise max_rounds or give up")
+        self.max_rounds = max_rounds
+
+
+class RetryBudgetExhausted(MrtrError):
+    """Delivery kept failing (connection errors, 502/503/504) past the retry budget."""
+
+    def __init__(self, attempts: int, last_problem: str) -> None:
+        super().__init__(f"gave up after {attempts} failed deliveries; last: {last_problem}")
+        self.attempts = attempts
+        self.last_problem = last_problem
+
+
+class ProtocolViolation(MrtrError):
+    """The server's answer does not follow the MCP wire (unknown resultType, no result, bad JSON)."""
+
+
+class InputDeclined(MrtrError):
+    """An input handler could not answer a request of this kind."""
