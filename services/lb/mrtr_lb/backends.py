@@ -1,0 +1,154 @@
+"""The backend pool: who exists, who may take traffic, and whose turn it is.
+
+Round robin without any stickiness is deliberate: MRTR workers are stateless,
+so any worker can continue any request, and spreading retries across workers
+is exactly what lets a long computation hop away from a busy or dying one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+log = logging.getLogger("mrtr_lb.backends")
+
+Source = Literal["static", "dns"]
+State = Literal["healthy", "unhealthy", "drained"]
+
+
+@dataclass(eq=False)
+class Backend:
+    """One upstream worker plus the counters the admin endpoint reports."""
+
+    url: str
+    source: Source = "static"
+    healthy: bool = False
+    drained: bool = False
+    in_flight: int = 0
+    requests: int = 0
+    errors: int = 0
+    retries: int = 0
+    last_error: str | None = None
+    last_change: float = field(default_factory=time.time)
+
+    @property
+    def state(self) -> State:
+        """Drained wins over health: an operator's drain must stay visible."""
+        if self.drained:
+            return "drained"
+        return "healthy" if self.healthy else "unhealthy"
+
+    @property
+    def eligible(self) -> bool:
+        """May this backend receive a new request?"""
+        return self.healthy and not self.drained
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "url": self.url,
+            "state": self.state,
+            "healthy": self.healthy,
+            "drained": self.drained,
+            "source": self.source,
+            "in_flight": self.in_flight,
+            "requests": self.requests,
+            "errors": self.errors,
+            "retries": self.retries,
+            "last_error": self.last_error,
+            "last_change": self.last_change,
+        }
+
+
+class BackendPool:
+    """Ordered set of backends with a round-robin cursor.
+
+    Every mutation happens on the event loop thread, so no locks are needed.
+    """
+
+    def __init__(self, urls: Iterable[str] = (), source: Source = "static") -> None:
+        self._backends: list[Backend] = []
+        self._cursor = 0
+        for url in urls:
+            self.add(url, source)
+
+    def __iter__(self) -> Iterator[Backend]:
+        return iter(list(self._backends))
+
+    def __len__(self) -> int:
+        return len(self._backends)
+
+    @property
+    def backends(self) -> tuple[Backend, ...]:
+        return tuple(self._backends)
+
+    def get(self, url: str) -> Backend | None:
+        return next((b for b in self._backends if b.url == url), None)
+
+    def add(self, url: str, source: Source = "static") -> Backend:
+        """Add a backend (idempotent); it starts unhealthy until its first check."""
+        existing = self.get(url)
+        if existing is not None:
+            return existing
+        backend = Backend(url=url, source=source)
+        self._backends.append(backend)
+        log.info("backend added: %s (%s)", url, source)
+        return backend
+
+    def remove(self, url: str) -> Backend | None:
+        """Forget a backend; requests already running on it keep their reference."""
+        backend = self.get(url)
+        if backend is not None:
+            self._backends.remove(backend)
+            log.info("backend removed: %s", url)
+        return backend
+
+    def sync_source(self, source: Source, urls: Iterable[str]) -> tuple[list[Backend], list[Backend]]:
+        """Make the backends of one source equal ``urls``; return (added, removed)."""
+        wanted = list(dict.fromkeys(urls))
+        current = {b.url for b in self._backends if b.source == source}
+        # A URL already known from another source stays as it is (and is not "added" again).
+        added = [self.add(url, source) for url in wanted if self.get(url) is None]
+        removed = [b for url in sorted(current - set(wanted)) if (b := self.remove(url)) is not None]
+        return added, removed
+
+    def pick(self, exclude: Iterable[Backend] = ()) -> Backend | None:
+        """Next eligible backend in round-robin order, skipping ``exclude``.
+
+        The cursor moves to just after the chosen backend, so skipped (sick or
+        drained) backends do not make their successor take a double share.
+        """
+        excluded = set(exclude)
+        count = len(self._backends)
+        for step in range(count):
+            index = (self._cursor + step) % count
+            backend = self._backends[index]
+            if backend.eligible and backend not in excluded:
+                self._cursor = (index + 1) % count
+                return backend
+        return None
+
+    def set_health(self, backend: Backend, healthy: bool, reason: str | None = None) -> None:
+        """Record a health verdict, logging only transitions."""
+        if not healthy:
+            backend.last_error = reason
+        if backend.healthy == healthy:
+            return
+        backend.healthy = healthy
+        backend.last_change = time.time()
+        if healthy:
+            backend.last_error = None
+            log.info("backend in rotation: %s", backend.url)
+        else:
+            log.warning("backend out of rotation: %s (%s)", backend.url, reason)
+
+    def set_drained(self, backend: Backend, drained: bool) -> None:
+        if backend.drained != drained:
+            backend.drained = drained
+            backend.last_change = time.time()
+            log.info("backend %s: %s", "drained" if drained else "undrained", backend.url)
+
+    def snapshot(self) -> list[dict[str, object]]:
+        return [b.as_json() for b in self._backends]

@@ -1,0 +1,124 @@
+"""Load-balancer settings, read from ``MRTR_LB_*`` environment variables.
+
+Everything an operator may tune lives here so that the rest of the package
+receives one validated object and never reads the environment itself.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from yarl import URL
+
+MIB = 1024 * 1024
+
+
+def normalize_backend_url(raw: str) -> str:
+    """Return ``scheme://host:port`` for a backend, so that URLs compare equal.
+
+    A bare ``host:port`` means ``http://host:port``; a path is refused because
+    the proxy forwards the client's path unchanged.
+    """
+    text = raw.strip()
+    if "://" not in text:
+        text = f"http://{text}"
+    url = URL(text)
+    if url.scheme not in ("http", "https"):
+        raise ValueError(f"{raw!r}: scheme must be http or https")
+    if not url.host:
+        raise ValueError(f"{raw!r}: no host")
+    if url.raw_path not in ("", "/") or url.query_string or url.fragment:
+        raise ValueError(f"{raw!r}: give only scheme://host:port, without a path")
+    if url.user or url.password:
+        raise ValueError(f"{raw!r}: credentials are not supported")
+    return str(URL.build(scheme=url.scheme, host=url.host, port=url.port))
+
+
+def parse_host_port(raw: str) -> tuple[str, int]:
+    """Split ``name:port`` (or ``[v6]:port``) for DNS discovery; the port is required."""
+    host, sep, port_text = raw.strip().rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError(f"{raw!r}: expected name:port, e.g. worker:8000")
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise ValueError(f"{raw!r}: port out of range")
+    return host.strip("[]"), port
+
+
+class Settings(BaseSettings):
+    """All tunables of the proxy; env prefix ``MRTR_LB_``."""
+
+    model_config = SettingsConfigDict(env_prefix="MRTR_LB_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    backends: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    backend_dns: str | None = None
+    backend_scheme: Literal["http", "https"] = "http"
+    dns_interval: float = Field(default=2.0, gt=0)
+    dns_family: Literal["ipv4", "ipv6", "any"] = "ipv4"
+    health_interval: float = Field(default=0.5, gt=0)
+    health_timeout: float = Field(default=1.0, gt=0)
+    health_path: str = "/readyz"
+    connect_timeout: float = Field(default=2.0, gt=0)
+    read_timeout: float = Field(default=60.0, gt=0)
+    upstream_keepalive: float = Field(default=2.0, ge=0)
+    max_upstream_connections: int = Field(default=0, ge=0)
+    max_body_size: int = Field(default=8 * MIB, ge=0)
+    retry_after: int = Field(default=1, ge=0)
+    shutdown_timeout: float = Field(default=5.0, ge=0)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("backends", mode="before")
+    @classmethod
+    def _split_backends(cls, value: object) -> object:
+        """Accept the comma-separated form used in env vars and on the command line."""
+        if isinstance(value, str):
+            return [part for part in (p.strip() for p in value.split(",")) if part]
+        return value
+
+    @field_validator("backends")
+    @classmethod
+    def _normalize_backends(cls, value: list[str]) -> list[str]:
+        urls = [normalize_backend_url(v) for v in value]
+        return list(dict.fromkeys(urls))
+
+    @field_validator("backend_dns")
+    @classmethod
+    def _check_dns(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        parse_host_port(value)
+        return value.strip()
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _need_a_source(self) -> Settings:
+        if not self.backends and self.backend_dns is None:
+            raise ValueError("no backends: set MRTR_LB_BACKENDS or MRTR_LB_BACKEND_DNS")
+        return self
+
+    @property
+    def dns_target(self) -> tuple[str, int] | None:
+        """The DNS name and port to discover, if DNS discovery is on."""
+        return None if self.backend_dns is None else parse_host_port(self.backend_dns)
+
+
+def describe_error(exc: Exception) -> str:
+    """Squash a pydantic ValidationError into one line naming the env vars at fault."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc).replace("\n", " ")
+    parts = []
+    for err in errors():
+        loc = [str(x) for x in err.get("loc", ())]
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        name = f"MRTR_LB_{loc[0].upper()}" if loc else ""
+        parts.append(f"{name}: {msg}" if name else msg)
+    return "; ".join(parts)

@@ -1,0 +1,296 @@
+"""Forwarding one client request to one backend and streaming the answer back.
+
+The one rule that shapes this module: a request is retried on another backend
+only when it provably never left the proxy (the connection could not be
+opened). Once bytes may have reached a worker, the worker may have acted on
+them, so the client gets a 502 and retries with its own last requestState.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from .backends import Backend, BackendPool
+from .config import Settings
+from .metrics import LbMetrics
+
+access_log = logging.getLogger("mrtr_lb.access")
+log = logging.getLogger("mrtr_lb.proxy")
+
+# Failures raised before a single request byte was written: safe to retry elsewhere.
+UNDELIVERED: tuple[type[Exception], ...] = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+# Everything else that can go wrong talking to a backend.
+UPSTREAM_FAILURES: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# The body is re-sent from memory, so its framing headers are recomputed.
+REQUEST_DROP = HOP_BY_HOP | {"content-length", "expect"}
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def forwardable(headers: CIMultiDictProxy[str] | CIMultiDict[str], drop: frozenset[str]) -> CIMultiDict[str]:
+    """Copy end-to-end headers, dropping hop-by-hop ones and those named in ``Connection``."""
+    dropped = set(drop)
+    for value in headers.getall("Connection", []):
+        dropped.update(token.strip().lower() for token in value.split(","))
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        if name.lower() not in dropped:
+            out.add(name, value)
+    return out
+
+
+def jsonrpc_error(
+    status: int, message: str, *, code: int = -32603, headers: dict[str, str] | None = None
+) -> web.Response:
+    """A small JSON-RPC error body: MCP clients parse it instead of choking on HTML."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
+
+
+@dataclass
+class Outcome:
+    """What happened to one request, for the access log and metrics."""
+
+    backend: str = "-"
+    status: int = 0
+    attempts: int = 0
+    result: str = "ok"
+    worker: str | None = None
+
+
+class Proxy:
+    """The catch-all handler; uses the shared pool and the upstream session.
+
+    Routes must exist before the application starts, the client session only
+    after (it belongs to the running loop), hence :meth:`attach`.
+    """
+
+    def __init__(self, pool: BackendPool, metrics: LbMetrics, settings: Settings) -> None:
+        self._pool = pool
+        self._metrics = metrics
+        self._settings = settings
+        self._session: aiohttp.ClientSession | None = None
+
+    def attach(self, session: aiohttp.ClientSession | None) -> None:
+        self._session = session
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self._session is None:
+            return jsonrpc_error(503, "load balancer is not running", headers={"Retry-After": "1"})
+        started = time.perf_counter()
+        out = Outcome()
+        try:
+            return await self._handle(request, out)
+        except BaseException:
+            # Cancellation (client went away) or a bug: log it, let aiohttp close the connection.
+            if out.result == "ok":
+                out.result = "client_gone" if out.status == 0 else "aborted"
+            out.status = out.status or 499
+            raise
+        finally:
+            self._finish(request, out, started)
+
+    async def _handle(self, request: web.Request, out: Outcome) -> web.StreamResponse:
+        body = await self._read_body(request, out)
+        if isinstance(body, web.StreamResponse):
+            return body
+        headers = self._upstream_headers(request)
+        data = body if body or request.method in BODY_METHODS else None
+        tried: list[Backend] = []
+        while True:
+            backend = self._pool.pick(tried)
+            if backend is None:
+                return self._unavailable(out, tried)
+            if tried:
+                self._metrics.backend_retries.labels(tried[-1].url).inc()
+                tried[-1].retries += 1
+            tried.append(backend)
+            out.backend = backend.url
+            out.attempts += 1
+            response = await self._forward(request, backend, headers, data, out)
+            if response is not None:
+                return response
+
+    async def _read_body(self, request: web.Request, out: Outcome) -> bytes | web.StreamResponse:
+        """Read the whole body (kept in memory so it can be re-sent), bounded in size."""
+        limit = self._settings.max_body_size
+        too_large = f"request body larger than {limit} bytes"
+        if request.content_length is not None and request.content_length > limit:
+            return self._reject(out, 413, too_large)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while chunk := await request.content.readany():
+                size += len(chunk)
+                if size > limit:
+                    return self._reject(out, 413, too_large)
+                chunks.append(chunk)
+        except (ConnectionError, aiohttp.ClientPayloadError) as exc:
+            return self._reject(out, 400, f"could not read request body: {describe(exc)}")
+        return b"".join(chunks)
+
+    def _reject(self, out: Outcome, status: int, message: str) -> web.Response:
+        out.status, out.result = status, "rejected"
+        response = jsonrpc_error(status, message, code=-32600)
+        response.force_close()  # the unread rest of the body must not be parsed as a request
+        return response
+
+    def _unavailable(self, out: Outcome, tried: list[Backend]) -> web.Response:
+        out.status, out.result = 503, "no_backend"
+        message = "no backend available"
+        if tried:
+            message += f" ({len(tried)} could not be reached)"
+        return jsonrpc_error(503, message, headers={"Retry-After": str(self._settings.retry_after)})
+
+    def _upstream_headers(self, request: web.Request) -> CIMultiDict[str]:
+        """Client headers minus hop-by-hop ones, plus the usual X-Forwarded-* trio.
+
+        ``Host`` is kept as the client sent it, like HAProxy and Envoy do.
+        """
+        headers = forwardable(request.headers, REQUEST_DROP)
+        remote = request.remote or ""
+        prior = headers.get("X-Forwarded-For")
+        headers["X-Forwarded-For"] = f"{prior}, {remote}" if prior else remote
+        headers.setdefault("X-Forwarded-Proto", request.scheme)
+        if request.host:
+            headers.setdefault("X-Forwarded-Host", request.host)
+        return headers
+
+    async def _forward(
+        self,
+        request: web.Request,
+        backend: Backend,
+        headers: CIMultiDict[str],
+        data: bytes | None,
+        out: Outcome,
+    ) -> web.StreamResponse | None:
+        """One attempt; ``None`` means "not delivered, try another backend"."""
+        assert self._session is not None
+        # rel_url, not raw_path: an absolute-form request line must not pick the upstream host.
+        url = URL(backend.url + request.rel_url.raw_path_qs, encoded=True)
+        backend.in_flight += 1
+        backend.requests += 1
+        self._metrics.backend_requests.labels(backend.url).inc()
+        in_flight = self._metrics.backend_in_flight.labels(backend.url)
+        in_flight.inc()
+        try:
+            try:
+                upstream = await self._session.request(
+                    request.method, url, headers=headers, data=data, allow_redirects=False
+                )
+            except UNDELIVERED as exc:
+                self._count_error(backend, "connect", exc)
+                self._pool.set_health(backend, False, f"connect failed: {describe(exc)}")
+                return None
+            except UPSTREAM_FAILURES as exc:
+                self._count_error(backend, "upstream", exc)
+                out.status, out.result = 502, "upstream_failed"
+                return jsonrpc_error(502, f"upstream failed: {describe(exc)}")
+            return await self._stream(request, backend, upstream, out)
+        finally:
+            backend.in_flight -= 1
+            in_flight.dec()
+
+    async def _stream(
+        self,
+        request: web.Request,
+        backend: Backend,
+        upstream: aiohttp.ClientResponse,
+        out: Outcome,
+    ) -> web.StreamResponse:
+        """Relay status, headers and body chunk by chunk, as soon as each arrives."""
+        out.status = upstream.status
+        out.worker = upstream.headers.get("X-Worker-Id")
+        response = web.StreamResponse(
+            status=upstream.status,
+            reason=upstream.reason,
+            headers=forwardable(upstream.headers, HOP_BY_HOP),
+        )
+        complete = False
+        try:
+            await response.prepare(request)
+            while True:
+                try:
+                    chunk = await upstream.content.readany()
+                except UPSTREAM_FAILURES as exc:
+                    # Headers are already out; the only honest signal left is a cut connection.
+                    self._count_error(backend, "upstream", exc)
+                    out.result = "upstream_broken"
+                    if request.transport is not None:
+                        request.transport.close()
+                    return response
+                if not chunk:
+                    break
+                await response.write(chunk)
+            await response.write_eof()
+            complete = True
+        except ConnectionError:
+            out.result = "client_gone"
+        finally:
+            if complete:
+                upstream.release()
+            else:
+                upstream.close()  # never return a half-read connection to the pool
+        return response
+
+    def _count_error(self, backend: Backend, kind: str, exc: BaseException) -> None:
+        backend.errors += 1
+        backend.last_error = describe(exc)
+        self._metrics.backend_errors.labels(backend.url, kind).inc()
+        log.warning("%s error on %s: %s", kind, backend.url, describe(exc))
+
+    def _finish(self, request: web.Request, out: Outcome, started: float) -> None:
+        elapsed = time.perf_counter() - started
+        self._metrics.responses.labels(str(out.status)).inc()
+        self._metrics.duration.observe(elapsed)
+        access_log.info(
+            "%s %s mcp_method=%s mcp_name=%s backend=%s status=%d duration_ms=%.1f retried=%s "
+            "attempts=%d result=%s worker=%s",
+            request.method,
+            _field(request.path),
+            _field(request.headers.get("Mcp-Method")),
+            _field(request.headers.get("Mcp-Name")),
+            out.backend,
+            out.status,
+            elapsed * 1000,
+            "yes" if out.attempts > 1 else "no",
+            out.attempts,
+            out.result,
+            _field(out.worker),
+        )
+
+
+def _field(value: str | None) -> str:
+    """Render a client-controlled value so it cannot break the one-line format."""
+    if not value:
+        return "-"
+    value = value[:200]
+    if any(c.isspace() or c in '"\\=' for c in value) or not value.isprintable():
+        return '"' + value.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
+    return value

@@ -1,0 +1,86 @@
+"""The reserved /lb/ endpoints: health, metrics, and that they are never proxied."""
+
+from __future__ import annotations
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from .standin import MakeBackend, MakeLB, jsonrpc_body
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+async def test_metrics_have_per_backend_counters(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    a, b = await make_backend("a"), await make_backend("b")
+    lb = await make_lb(backends=[a.url, b.url])
+    for _ in range(4):
+        async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+            await resp.read()
+
+    async with client.get(f"{lb.url}/lb/metrics") as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        got = samples(await resp.text())
+
+    for backend in (a, b):
+        label = (("backend", backend.url),)
+        assert got[("mrtr_lb_backend_requests_total", label)] == 2
+        assert got[("mrtr_lb_backend_in_flight", label)] == 0
+        assert got[("mrtr_lb_backend_healthy", label)] == 1
+        assert got[("mrtr_lb_backend_drained", label)] == 0
+    assert got[("mrtr_lb_responses_total", (("code", "200"),))] == 4
+
+
+async def test_metrics_count_errors_and_retries(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    a, b = await make_backend("a"), await make_backend("b")
+    lb = await make_lb(backends=[a.url, b.url], health_interval=3600)
+    await a.stop()
+    for _ in range(2):
+        async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+            assert resp.status == 200
+
+    async with client.get(f"{lb.url}/lb/metrics") as resp:
+        got = samples(await resp.text())
+    assert got[("mrtr_lb_backend_errors_total", (("backend", a.url), ("kind", "connect")))] == 1
+    assert got[("mrtr_lb_backend_retries_total", (("backend", a.url),))] == 1
+    assert got[("mrtr_lb_backend_requests_total", (("backend", b.url),))] == 2
+
+
+async def test_two_proxies_in_one_process_keep_separate_metrics(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    a = await make_backend("a")
+    first, second = await make_lb(backends=[a.url]), await make_lb(backends=[a.url])
+    async with client.post(f"{first.url}/mcp", data=jsonrpc_body()) as resp:
+        await resp.read()
+    async with client.get(f"{second.url}/lb/metrics") as resp:
+        got = samples(await resp.text())
+    assert got[("mrtr_lb_backend_requests_total", (("backend", a.url),))] == 0
+
+
+async def test_lb_healthz_and_reserved_prefix(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    a = await make_backend("a")
+    lb = await make_lb(backends=[a.url])
+    async with client.get(f"{lb.url}/lb/healthz") as resp:
+        assert resp.status == 200
+        assert await resp.json() == {"status": "ok", "backends": 1, "eligible": 1}
+    async with client.get(f"{lb.url}/lb/nope") as resp:
+        assert resp.status == 404
+        assert (await resp.json())["error"]["code"] == -32601
+    assert a.seen == []  # admin traffic never reaches a worker
+    async with client.get(f"{lb.url}/lb/backends") as resp:
+        (entry,) = await resp.json()
+    assert entry["url"] == a.url
+    assert {"state", "in_flight", "requests", "errors", "retries"} <= entry.keys()

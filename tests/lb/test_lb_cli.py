@@ -1,0 +1,86 @@
+"""``python -m mrtr_lb`` as a real process: flags over env, clean stop, one-line config errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import aiohttp
+import pytest
+
+from .standin import MakeBackend, jsonrpc_body
+
+WAIT = 20.0  # hang guard only
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_LB_")}
+    env.update(extra)
+    return env
+
+
+async def test_cli_serves_and_stops_on_sigterm(make_backend: MakeBackend, client: aiohttp.ClientSession) -> None:
+    backend = await make_backend("w")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mrtr_lb",
+        "--port",
+        "0",
+        "--backends",
+        backend.url,
+        env=clean_env(MRTR_LB_HOST="127.0.0.1", MRTR_LB_PORT="1", MRTR_LB_BACKENDS="http://127.0.0.1:1"),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    try:
+        url = None
+        while url is None:
+            line = (await asyncio.wait_for(proc.stderr.readline(), WAIT)).decode()
+            assert line, "process ended before listening"
+            if match := re.search(r"listening on (http://127\.0\.0\.1:\d+)", line):
+                url = match.group(1)
+        async with client.post(f"{url}/mcp", data=jsonrpc_body()) as resp:
+            assert resp.status == 200
+            assert resp.headers["X-Worker-Id"] == "w"
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), WAIT) == 0
+        rest = (await proc.stderr.read()).decode()
+        assert "Traceback" not in rest
+        assert "mrtr_lb.access" in rest
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "needle"),
+    [
+        ([], {}, "MRTR_LB_BACKENDS or MRTR_LB_BACKEND_DNS"),
+        ([], {"MRTR_LB_BACKENDS": "ftp://x:1"}, "MRTR_LB_BACKENDS"),
+        (["--backends", "127.0.0.1:9001"], {"MRTR_LB_PORT": "eighty"}, "MRTR_LB_PORT"),
+        (["--backend-dns", "worker"], {}, "MRTR_LB_BACKEND_DNS"),
+        (["--port"], {}, "bad arguments"),
+        (["--nope"], {}, "bad arguments"),
+    ],
+)
+def test_bad_config_is_one_line_and_exit_2(args: list[str], env: dict[str, str], needle: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mrtr_lb", *args],
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=False,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("mrtr-lb: ")
+    assert needle in lines[0]
+    assert result.stdout == ""

@@ -1,0 +1,206 @@
+"""What goes through: no resend after delivery, streaming, limits, headers, access log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from .standin import MakeBackend, MakeLB, MakeRude, RudeMode, backend_states, jsonrpc_body, wait_until
+
+HOLD_BACK = 10.0  # only guards against hanging; never a speed assertion
+
+
+@pytest.mark.parametrize("mode", ["close", "partial"])
+async def test_delivered_then_dropped_is_502_and_not_retried(
+    mode: RudeMode,
+    make_backend: MakeBackend,
+    make_rude: MakeRude,
+    make_lb: MakeLB,
+    client: aiohttp.ClientSession,
+) -> None:
+    rude, good = await make_rude(mode), await make_backend("good")
+    lb = await make_lb(backends=[rude.url, good.url])
+
+    statuses = []
+    for _ in range(4):
+        async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+            statuses.append(resp.status)
+            if resp.status == 502:
+                body = await resp.json()
+                assert body["jsonrpc"] == "2.0"
+                assert body["id"] is None
+                assert body["error"]["code"] == -32603
+                assert body["error"]["message"].startswith("upstream failed: ")
+            else:
+                await resp.read()
+
+    assert sorted(statuses) == [200, 200, 502, 502]
+    assert rude.seen == ["POST /mcp", "POST /mcp"]
+    assert len(good.seen) == 2  # the good backend never got a copy of the failed ones
+
+
+async def test_idempotent_method_is_not_resent_either(
+    make_rude: MakeRude, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    # aiohttp's client would silently retry a GET on a fresh connection; the proxy must not.
+    rude = await make_rude("close")
+    lb = await make_lb(backends=[rude.url])
+    async with client.get(f"{lb.url}/mcp") as resp:
+        assert resp.status == 502
+    assert rude.seen == ["GET /mcp"]
+
+
+async def test_truncated_body_is_passed_on_as_a_broken_response(
+    make_backend: MakeBackend,
+    make_rude: MakeRude,
+    make_lb: MakeLB,
+    client: aiohttp.ClientSession,
+) -> None:
+    rude, good = await make_rude("truncate"), await make_backend("good")
+    lb = await make_lb(backends=[rude.url, good.url])
+
+    outcomes: list[str] = []
+    for _ in range(2):
+        async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+            try:
+                await resp.read()
+                outcomes.append(f"complete {resp.status}")
+            except aiohttp.ClientPayloadError:
+                outcomes.append(f"broken {resp.status}")
+
+    assert sorted(outcomes) == ["broken 200", "complete 200"]
+    assert rude.seen == ["POST /mcp"]
+    assert len(good.seen) == 1
+
+
+async def test_sse_events_are_not_buffered(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    backend = await make_backend("sse")
+    lb = await make_lb(backends=[backend.url])
+
+    async with client.post(
+        f"{lb.url}/mcp",
+        data=jsonrpc_body(),
+        headers={"X-Test-Mode": "sse", "Accept": "text/event-stream"},
+    ) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        assert resp.headers["X-Worker-Id"] == "sse"
+        first = await asyncio.wait_for(resp.content.readuntil(b"\n\n"), HOLD_BACK)
+        # The backend is still blocked before its second event: nothing sat in a buffer.
+        assert not backend.sse_gate.is_set()
+        assert first == b'event: message\ndata: {"n": 1}\n\n'
+
+        backend.sse_gate.set()
+        rest = await asyncio.wait_for(resp.content.read(), HOLD_BACK)
+    assert rest == b'event: message\ndata: {"n": 2}\n\n'
+
+
+async def test_body_over_limit_is_413(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    backend = await make_backend("a")
+    lb = await make_lb(backends=[backend.url], max_body_size=1024)
+
+    async with client.post(f"{lb.url}/mcp", data=b"x" * 1024) as resp:
+        assert resp.status == 200
+        assert (await resp.json())["result"]["bytes"] == 1024
+
+    async with client.post(f"{lb.url}/mcp", data=b"x" * 1025) as resp:
+        assert resp.status == 413
+        body = await resp.json()
+        assert body["jsonrpc"] == "2.0"
+        assert "larger than 1024" in body["error"]["message"]
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for _ in range(3):
+            yield b"y" * 600
+
+    async with client.post(f"{lb.url}/mcp", data=chunked()) as resp:
+        assert resp.status == 413
+
+    assert len(backend.seen) == 1
+
+
+async def test_headers_pass_through_without_hop_by_hop(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    backend = await make_backend("w")
+    lb = await make_lb(backends=[backend.url])
+
+    async with client.post(
+        f"{lb.url}/mcp?x=1",
+        data=jsonrpc_body(),
+        headers={
+            "Content-Type": "application/json",
+            "Mcp-Session-Id": "abc",
+            "Keep-Alive": "timeout=5",
+            "Connection": "keep-alive, X-Private-Hop",
+            "X-Private-Hop": "secret",
+            "Proxy-Authorization": "Basic Zm9vOmJhcg==",
+        },
+    ) as resp:
+        assert resp.status == 200
+        assert resp.headers["X-Worker-Id"] == "w"
+        assert resp.headers["X-Worker-Version"] == "test-1"
+        assert resp.headers["Set-Cookie"] == "w=1"
+        await resp.read()
+
+    seen = backend.seen[0].headers
+    assert seen["content-type"] == "application/json"
+    assert seen["mcp-session-id"] == "abc"
+    assert seen["x-forwarded-for"] == "127.0.0.1"
+    assert seen["host"] == f"127.0.0.1:{lb.port}"
+    for hop in ("keep-alive", "x-private-hop", "proxy-authorization"):
+        assert hop not in seen
+    assert "cookie" not in seen  # the proxy keeps no cookie jar between clients
+
+
+async def test_access_log_line(
+    make_backend: MakeBackend,
+    make_lb: MakeLB,
+    client: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    backend = await make_backend("w")
+    lb = await make_lb(backends=[backend.url])
+    caplog.set_level(logging.INFO, logger="mrtr_lb.access")
+
+    headers = {"Mcp-Method": "tools/call", "Mcp-Name": "slow add"}
+    async with client.post(f"{lb.url}/mcp", data=jsonrpc_body(), headers=headers) as resp:
+        await resp.read()
+
+    lines = [r.getMessage() for r in caplog.records if r.name == "mrtr_lb.access"]
+    assert len(lines) == 1
+    line = lines[0]
+    assert "\n" not in line
+    assert line.startswith("POST /mcp ")
+    assert 'mcp_method=tools/call mcp_name="slow add"' in line
+    assert f"backend={backend.url} status=200 " in line
+    assert "retried=no" in line
+    assert "worker=w" in line
+    assert "duration_ms=" in line
+
+
+async def test_client_leaving_an_sse_stream_frees_the_upstream(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    backend = await make_backend("sse")
+    lb = await make_lb(backends=[backend.url])
+
+    async with aiohttp.ClientSession() as leaving:
+        resp = await leaving.post(f"{lb.url}/mcp", data=jsonrpc_body(), headers={"X-Test-Mode": "sse"})
+        await asyncio.wait_for(resp.content.readuntil(b"\n\n"), HOLD_BACK)
+        assert (await backend_states(client, lb))[backend.url]["in_flight"] == 1
+        resp.close()  # hang up mid-stream; the backend never sends its second event
+
+    async def released() -> bool:
+        return bool((await backend_states(client, lb))[backend.url]["in_flight"] == 0)
+
+    await wait_until(released, what="upstream stream released")
+    assert not backend.sse_gate.is_set()

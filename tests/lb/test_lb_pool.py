@@ -1,0 +1,59 @@
+"""The pool on its own: fair round robin around sick backends, source bookkeeping."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from mrtr_lb import Backend, BackendPool
+
+URLS = [f"http://127.0.0.1:{9000 + i}" for i in range(4)]
+
+
+def healthy_pool() -> BackendPool:
+    pool = BackendPool(URLS)
+    for backend in pool:
+        pool.set_health(backend, True)
+    return pool
+
+
+def test_skipping_a_sick_backend_does_not_double_its_neighbour() -> None:
+    pool = healthy_pool()
+    sick = pool.get(URLS[1])
+    assert sick is not None
+    pool.set_health(sick, False, "test")
+    picks = Counter(b.url for _ in range(30) if (b := pool.pick()) is not None)
+    assert picks == {URLS[0]: 10, URLS[2]: 10, URLS[3]: 10}
+
+
+def test_pick_excludes_and_runs_dry() -> None:
+    pool = healthy_pool()
+    tried: list[Backend] = []
+    while (backend := pool.pick(tried)) is not None:
+        tried.append(backend)
+    assert sorted(b.url for b in tried) == URLS
+
+
+def test_drained_and_unhealthy_states() -> None:
+    pool = healthy_pool()
+    backend = pool.get(URLS[0])
+    assert backend is not None
+    pool.set_drained(backend, True)
+    pool.set_health(backend, False, "down")
+    states = [backend.state]
+    pool.set_drained(backend, False)
+    states.append(backend.state)
+    assert states == ["drained", "unhealthy"]
+    assert backend.last_error == "down"
+    assert all(pool.pick() is not backend for _ in range(8))
+
+
+def test_sync_source_adds_and_removes_only_its_own() -> None:
+    pool = BackendPool([URLS[0]])
+    added, removed = pool.sync_source("dns", [URLS[0], URLS[1], URLS[2]])
+    assert [b.url for b in added] == [URLS[1], URLS[2]]
+    assert removed == []
+    added, removed = pool.sync_source("dns", [URLS[2]])
+    assert added == []
+    assert [b.url for b in removed] == [URLS[1]]
+    assert [b.url for b in pool] == [URLS[0], URLS[2]]  # the static one stays
+    assert pool.sync_source("dns", [URLS[2]]) == ([], [])
