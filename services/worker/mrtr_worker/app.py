@@ -25,6 +25,7 @@ from mrtr_worker.headers import InstanceHeaders
 from mrtr_worker.keyring import KeyRing
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
+from mrtr_worker.modern_only import ModernOnly
 from mrtr_worker.rounds import WorkerIdentity
 from mrtr_worker.server import build_mcp_server
 from mrtr_worker.state_codec import FleetStateCodec
@@ -112,6 +113,6 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
         worker.metrics.ready.set(1)
         return {"draining": False}
 
-    app.mount("/", mcp_app)  # after the host routes, so they match first
+    app.mount("/", ModernOnly(mcp_app))  # after the host routes, so they match first
     app.add_middleware(InstanceHeaders, instance_id=worker.identity.instance_id, version=worker.identity.version)
     return app

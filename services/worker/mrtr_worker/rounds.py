@@ -28,6 +28,8 @@ from mcp_types import INVALID_PARAMS, ClientCapabilities, InputRequiredResult
 
 from mrtr_worker.inputs import InputRequestWire
 
+PROTOCOL_VERSION = "2026-07-28"
+
 ROUND_META_KEY = "mrtr-cluster.dev/round"
 """Vendor `_meta` key on every input_required result: why the round ended and the retry hint."""
 

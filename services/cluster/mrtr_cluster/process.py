@@ -1,0 +1,150 @@
+"""Start, watch and stop the fleet's processes on 127.0.0.1.
+
+Used by `scripts/cluster`, the walkthrough and the test fixtures alike, so
+every path starts the same worker and proxy the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class NotReady(RuntimeError):
+    """A process did not become ready in time (or died first); the message names its log."""
+
+
+@dataclass
+class ManagedProcess:
+    """A child process with a name, a log file and a readiness URL."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    ready_url: str
+    popen: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _log: IO[bytes] | None = field(default=None, init=False, repr=False)
+
+    def start(self) -> ManagedProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self.popen = subprocess.Popen(
+            self.argv, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Poll the readiness URL until it answers 200; fail early if the process exits."""
+        deadline = time.monotonic() + timeout
+        with httpx.Client(timeout=1.0) as http:
+            while time.monotonic() < deadline:
+                if not self.running:
+                    raise NotReady(f"{self.name} exited with {self.returncode()}; see {self.log_path}")
+                try:
+                    if http.get(self.ready_url).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)
+        raise NotReady(f"{self.name} not ready after {timeout:.0f}s; see {self.log_path}")
+
+    def returncode(self) -> int | None:
+        return None if self.popen is None else self.popen.poll()
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.running:
+            assert self.popen is not None
+            self.popen.send_signal(sig)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM (a worker drains first), then SIGKILL if it outlives `timeout`."""
+        if self.popen is None:
+            return None
+        if self.running:
+            self.popen.send_signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._close_log()
+        return self.popen.returncode
+
+    def kill(self) -> None:
+        """SIGKILL at once: a crash, for failure tests."""
+        if self.popen is not None and self.running:
+            self.popen.kill()
+            self.popen.wait()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to start one worker; the key ring file and audience are the fleet's."""
+
+    instance_id: str
+    port: int
+    keyring_file: Path
+    version: int = 1
+    tool_packs: tuple[str, ...] = ("demo",)
+    extra_env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def process(self, log_dir: Path) -> ManagedProcess:
+        env = {
+            **os.environ,
+            "MRTR_WORKER_INSTANCE_ID": self.instance_id,
+            "MRTR_WORKER_PORT": str(self.port),
+            "MRTR_WORKER_HOST": LOOPBACK,
+            "MRTR_WORKER_VERSION": str(self.version),
+            "MRTR_WORKER_KEYRING_FILE": str(self.keyring_file),
+            "MRTR_WORKER_TOOL_PACKS": ",".join(self.tool_packs),
+            "PYTHONUNBUFFERED": "1",
+            **dict(self.extra_env),
+        }
+        env.pop("MRTR_WORKER_KEYRING", None)
+        return ManagedProcess(
+            name=self.instance_id,
+            argv=[sys.executable, "-m", "mrtr_worker"],
+            env=env,
+            log_path=log_dir / f"{self.instance_id}.log",
+            ready_url=f"{self.url}/readyz",
+        )

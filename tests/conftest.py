@@ -1,0 +1,69 @@
+"""Shared fixtures: real worker processes on 127.0.0.1, started the way the local cluster starts them."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from mrtr_cluster.process import ManagedProcess, WorkerSpec, free_port
+from mrtr_worker.keyring import KeyRing, new_ring
+
+_instance_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def keyring(tmp_path_factory: pytest.TempPathFactory) -> KeyRing:
+    return new_ring("test-1")
+
+
+@pytest.fixture(scope="session")
+def keyring_file(tmp_path_factory: pytest.TempPathFactory, keyring: KeyRing) -> Path:
+    path = tmp_path_factory.mktemp("secrets") / "keyring.json"
+    path.write_text(keyring.dumps())
+    return path
+
+
+@pytest.fixture(scope="session")
+def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("logs")
+
+
+StartWorker = Callable[..., tuple[WorkerSpec, ManagedProcess]]
+
+
+@pytest.fixture(scope="module")
+def start_worker(keyring_file: Path, log_dir: Path) -> Iterator[StartWorker]:
+    """Start a worker process (stopped at the end of the module); returns its spec and process."""
+    started: list[ManagedProcess] = []
+
+    def start(
+        *,
+        version: int = 1,
+        tool_packs: tuple[str, ...] = ("demo",),
+        keyring_path: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> tuple[WorkerSpec, ManagedProcess]:
+        spec = WorkerSpec(
+            instance_id=f"w{next(_instance_numbers)}",
+            port=free_port(),
+            keyring_file=keyring_path or keyring_file,
+            version=version,
+            tool_packs=tool_packs,
+            extra_env=tuple((env or {}).items()),
+        )
+        process = spec.process(log_dir).start()
+        started.append(process)
+        process.wait_ready()
+        return spec, process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def worker(start_worker: StartWorker) -> WorkerSpec:
+    spec, _ = start_worker()
+    return spec
