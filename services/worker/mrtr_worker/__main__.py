@@ -35,8 +35,10 @@ def main() -> int:
         ring = KeyRing.parse(settings.keyring_text())
     except ValidationError as exc:
         return _config_error(_describe(exc))
-    except (KeyRingError, OSError) as exc:
+    except KeyRingError as exc:
         return _config_error(str(exc))
+    except OSError as exc:
+        return _config_error(f"cannot read the key ring: {exc}")
     app = create_app(settings, ring)
     uvicorn.run(
         app,

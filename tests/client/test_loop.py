@@ -1,0 +1,203 @@
+"""The client's MRTR loop, driven step by step with scripted replies (no network)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from mrtr_client import ProtocolViolation, RetryBudgetExhausted, RetryPolicy, RoundsExceeded, RpcError
+from mrtr_client._loop import Ask, Failure, Loop, Reply, Send, Sleep, mrtr_loop, new_id_source
+from mrtr_client.trace import CallResult
+
+STATE = "v1.opaque+/=state with spaces"  # byte-exact echo, whatever it contains
+
+
+def _reply(
+    request_id: int,
+    result: dict[str, Any] | None = None,
+    *,
+    error: dict[str, Any] | None = None,
+    status: int = 200,
+    worker: str = "w1",
+) -> Reply:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+    if error is not None:
+        message["error"] = error
+    else:
+        message["result"] = result
+    headers = {"content-type": "application/json", "x-worker-id": worker, "x-worker-version": "1"}
+    return Reply(status, headers, json.dumps(message).encode(), 1.0)
+
+
+class Driver:
+    """Runs a loop, recording every request it sends."""
+
+    def __init__(self, policy: RetryPolicy | None = None, capabilities: dict[str, Any] | None = None) -> None:
+        params = {"name": "t", "arguments": {"x": 1}}
+        self.loop: Loop = mrtr_loop("tools/call", params, capabilities or {}, new_id_source(), policy or RetryPolicy())
+        self.sent: list[dict[str, Any]] = []
+        self.step: Any = next(self.loop)
+
+    def expect_send(self) -> dict[str, Any]:
+        assert isinstance(self.step, Send), self.step
+        body: dict[str, Any] = json.loads(self.step.body)
+        self.sent.append(body)
+        return body
+
+    def answer(self, value: Any) -> CallResult | None:
+        try:
+            self.step = self.loop.send(value)
+        except StopIteration as done:
+            result: CallResult = done.value
+            return result
+        return None
+
+
+def test_retries_have_new_ids_echo_state_exactly_and_carry_answers() -> None:
+    d = Driver()
+    first = d.expect_send()
+    assert "requestState" not in first["params"]
+    assert "inputResponses" not in first["params"]
+    ask = {"q": {"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {}}}}
+    d.answer(_reply(first["id"], {"resultType": "input_required", "inputRequests": ask, "requestState": STATE}))
+    assert isinstance(d.step, Ask)
+    assert list(d.step.requests) == ["q"]
+    d.answer({"q": {"action": "accept", "content": {}}})
+    retry = d.expect_send()
+    assert retry["id"] != first["id"]
+    assert retry["params"]["requestState"] == STATE
+    assert retry["params"]["inputResponses"] == {"q": {"action": "accept", "content": {}}}
+    assert retry["params"]["name"] == "t"
+    assert retry["params"]["arguments"] == {"x": 1}
+    assert retry["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    done = d.answer(_reply(retry["id"], {"resultType": "complete", "content": []}))
+    assert done is not None
+    assert [h.reason for h in done.trace.hops] == ["input", "complete"]
+
+
+def test_no_state_is_sent_when_none_was_given() -> None:
+    d = Driver()
+    first = d.expect_send()
+    ask = {"q": {"method": "elicitation/create", "params": {}}}
+    d.answer(_reply(first["id"], {"resultType": "input_required", "inputRequests": ask}))
+    d.answer({"q": {"action": "cancel"}})
+    assert "requestState" not in d.expect_send()["params"]
+
+
+def test_a_state_only_round_is_retried_at_once_honouring_the_hint() -> None:
+    d = Driver()
+    first = d.expect_send()
+    hint = {"mrtr-cluster.dev/round": {"reason": "pressure", "retryAfterMs": 20}}
+    d.answer(_reply(first["id"], {"resultType": "input_required", "requestState": STATE, "_meta": hint}))
+    assert isinstance(d.step, Sleep)
+    assert d.step.seconds == pytest.approx(0.02)
+    d.answer(None)
+    retry = d.expect_send()
+    assert retry["params"]["requestState"] == STATE
+    assert "inputResponses" not in retry["params"]
+
+
+def test_a_hint_is_capped() -> None:
+    d = Driver(RetryPolicy(max_hint_delay=0.5))
+    first = d.expect_send()
+    hint = {"mrtr-cluster.dev/round": {"reason": "admission", "retryAfterMs": 999_999}}
+    d.answer(_reply(first["id"], {"resultType": "input_required", "requestState": STATE, "_meta": hint}))
+    assert isinstance(d.step, Sleep)
+    assert d.step.seconds == 0.5
+
+
+def test_undelivered_requests_are_resent_with_the_last_state() -> None:
+    d = Driver()
+    first = d.expect_send()
+    d.answer(_reply(first["id"], {"resultType": "input_required", "requestState": STATE}))
+    d.expect_send()
+    d.answer(Failure("ConnectError", 0.1))
+    assert isinstance(d.step, Sleep)
+    d.answer(None)
+    again = d.expect_send()
+    assert again["params"]["requestState"] == STATE
+    d.answer(_reply(again["id"], {}, status=502))
+    d.answer(None)
+    last = d.expect_send()
+    assert last["params"]["requestState"] == STATE
+    done = d.answer(_reply(last["id"], {"resultType": "complete", "content": []}, worker="w2"))
+    assert done is not None
+    assert [h.reason for h in done.trace.hops] == ["input", "transport", "transport", "complete"]
+    assert done.trace.instances == ["w1", "w2"]
+
+
+def test_the_retry_budget_ends_in_a_clear_error() -> None:
+    d = Driver(RetryPolicy(max_delivery_failures=2))
+    with pytest.raises(RetryBudgetExhausted, match="ConnectError"):
+        for _ in range(3):
+            d.expect_send()
+            d.answer(Failure("ConnectError: refused", 0.1))
+            d.answer(None)
+
+
+def test_rounds_are_capped() -> None:
+    d = Driver(RetryPolicy(max_rounds=3))
+    with pytest.raises(RoundsExceeded):
+        for _ in range(4):
+            sent = d.expect_send()
+            d.answer(_reply(sent["id"], {"resultType": "input_required", "requestState": STATE}))
+
+
+def test_an_absent_result_type_means_complete() -> None:
+    d = Driver()
+    first = d.expect_send()
+    assert d.answer(_reply(first["id"], {"content": []})) is not None
+
+
+def test_an_unknown_result_type_is_a_protocol_violation() -> None:
+    d = Driver()
+    first = d.expect_send()
+    with pytest.raises(ProtocolViolation, match="resultType"):
+        d.answer(_reply(first["id"], {"resultType": "task"}))
+
+
+def test_input_required_with_nothing_in_it_is_a_protocol_violation() -> None:
+    d = Driver()
+    first = d.expect_send()
+    with pytest.raises(ProtocolViolation):
+        d.answer(_reply(first["id"], {"resultType": "input_required"}))
+
+
+def test_an_unreadable_state_restarts_the_call_once() -> None:
+    restart = {
+        "code": -32602,
+        "message": "start again",
+        "data": {"reason": "unreadable_request_state", "restart": True},
+    }
+    d = Driver()
+    first = d.expect_send()
+    d.answer(_reply(first["id"], {"resultType": "input_required", "requestState": STATE}))
+    second = d.expect_send()
+    d.answer(_reply(second["id"], error=restart, status=400))
+    fresh = d.expect_send()
+    assert "requestState" not in fresh["params"]
+    d.answer(_reply(fresh["id"], {"resultType": "input_required", "requestState": STATE}))
+    again = d.expect_send()
+    with pytest.raises(RpcError) as caught:
+        d.answer(_reply(again["id"], error=restart, status=400))
+    assert caught.value.restart_advised
+
+
+def test_a_json_rpc_error_is_raised_with_code_and_data() -> None:
+    d = Driver()
+    first = d.expect_send()
+    with pytest.raises(RpcError) as caught:
+        d.answer(_reply(first["id"], error={"code": -32021, "message": "m", "data": {"x": 1}}, status=400))
+    assert (caught.value.code, caught.value.data, caught.value.http_status) == (-32021, {"x": 1}, 400)
+
+
+def test_an_event_stream_reply_is_read_to_its_final_message() -> None:
+    d = Driver()
+    first = d.expect_send()
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+    final = {"jsonrpc": "2.0", "id": first["id"], "result": {"resultType": "complete", "content": []}}
+    body = f"event: message\ndata: {json.dumps(progress)}\n\nevent: message\ndata: {json.dumps(final)}\n\n".encode()
+    done = d.answer(Reply(200, {"content-type": "text/event-stream"}, body, 1.0))
+    assert done is not None
+    assert done.result["resultType"] == "complete"

@@ -1,0 +1,153 @@
+"""The demo pack end to end through our client: every kind of input, each through the same MRTR path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from mrtr_client import Client, RpcError, ScriptedInputs
+from mrtr_cluster.process import WorkerSpec
+
+from tests.conftest import StartWorker
+from tests.support.schema import check_server_message
+from tests.support.wire import parse_body
+
+SECRET_WORDS = ("password", "secret", "token", "api key", "apikey", "credential")
+
+
+def schema_checked_http() -> httpx.Client:
+    """An httpx client that validates every worker message against the official schema as it arrives."""
+
+    def check(response: httpx.Response) -> None:
+        response.read()
+        message = parse_body(response)
+        if message:
+            check_server_message(response.request.headers["mcp-method"], message)
+
+    return httpx.Client(timeout=30, event_hooks={"response": [check]})
+
+
+@pytest.fixture
+def client_for(worker: WorkerSpec) -> Iterator[Any]:
+    clients: list[Client] = []
+
+    def make(inputs: Any) -> Client:
+        clients.append(Client(f"{worker.url}/mcp", inputs, http=schema_checked_http()))
+        return clients[-1]
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+def test_link_accounts_asks_each_login_once_and_links_them(client_for: Any) -> None:
+    client = client_for(ScriptedInputs(forms={"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}}))
+    done = client.call_tool("link_accounts")
+    assert done.structured == {"linked": {"github_login": "octocat", "google_login": "octo"}}
+    assert sorted(q.key for q in done.trace.questions) == ["github_login", "google_login"]
+    assert done.trace.reasked == []
+    assert [hop.reason for hop in done.trace.hops] == ["input", "complete"]
+
+
+def test_answers_given_over_several_rounds_are_never_asked_again(worker: WorkerSpec) -> None:
+    with httpx.Client() as http:
+        url = f"{worker.url}/mcp"
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        }
+        headers = {
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "link_accounts",
+            "Accept": "application/json, text/event-stream",
+        }
+        params: dict[str, Any] = {"_meta": meta, "name": "link_accounts", "arguments": {}}
+        first = http.post(
+            url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        )
+        asked_first = set(first.json()["result"]["inputRequests"])
+        second_params = {
+            **params,
+            "requestState": first.json()["result"]["requestState"],
+            "inputResponses": {"github_login": {"action": "accept", "content": {"name": "octocat"}}},
+        }
+        second = http.post(
+            url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": second_params}
+        )
+        assert asked_first == {"github_login", "google_login"}
+        assert set(second.json()["result"]["inputRequests"]) == {"google_login"}
+
+
+def test_a_declined_login_ends_the_call_with_an_error_result(client_for: Any) -> None:
+    done = client_for(ScriptedInputs(forms={"github_login": "decline"})).call_tool("link_accounts")
+    assert done.is_error
+    assert "declined" in done.text
+
+
+def test_sampling_tool_uses_the_clients_model(client_for: Any) -> None:
+    client = client_for(ScriptedInputs(sample=lambda params: f"haiku on: {params['messages'][0]['content']['text']}"))
+    done = client.call_tool("write_haiku", {"topic": "rain"})
+    assert done.structured == {"topic": "rain", "haiku": "haiku on: Write a haiku about rain."}
+
+
+def test_roots_tool_lists_the_clients_roots(client_for: Any) -> None:
+    done = client_for(ScriptedInputs(roots=["file:///a", "file:///b"])).call_tool("scan_roots")
+    assert done.structured == {"roots": ["file:///a", "file:///b"], "count": 2}
+
+
+def test_the_secret_is_asked_through_url_mode_never_a_form(client_for: Any) -> None:
+    done = client_for(ScriptedInputs()).call_tool("connect_vault")
+    assert done.structured["connected"] is True
+    assert [q.key for q in done.trace.questions] == ["vault"]
+
+
+def test_url_mode_is_required_for_the_secret_tool(client_for: Any) -> None:
+    with pytest.raises(RpcError) as caught:
+        client_for(ScriptedInputs(url_action=None)).call_tool("connect_vault")
+    assert caught.value.code == -32021
+    assert caught.value.data == {"requiredCapabilities": {"elicitation": {"url": {}}}}
+
+
+def test_the_prompt_asks_first_then_returns_messages(client_for: Any) -> None:
+    done = client_for(ScriptedInputs(forms={"preferred_name": {"name": "Ada"}})).get_prompt("onboarding")
+    assert "Greet Ada" in done.result["messages"][0]["content"]["text"]
+
+
+def test_the_resource_asks_first_then_returns_contents(client_for: Any) -> None:
+    done = client_for(ScriptedInputs(forms={"detail": {"detail": "full"}})).read_resource("mrtr://reports/7")
+    assert done.result["contents"][0]["text"] == "Report 7 (full)"
+
+
+def test_no_form_the_demo_sends_asks_for_a_secret(worker: WorkerSpec) -> None:
+    """Walk every demo tool, prompt and resource, and read every form it sends."""
+    forms: list[dict[str, Any]] = []
+
+    class Recording(ScriptedInputs):
+        def answer(self, key: str, request: Any) -> Any:
+            params = request["params"]
+            if request["method"] == "elicitation/create" and params.get("mode", "form") == "form":
+                forms.append(params)
+            return super().answer(key, request)
+
+    with Client(f"{worker.url}/mcp", Recording(sample=lambda _: "ok", roots=["file:///x"])) as client:
+        for tool in client.list_tools():
+            args = {"topic": "x"} if tool["name"] == "write_haiku" else {}
+            client.call_tool(tool["name"], args)
+        client.get_prompt("onboarding")
+        client.read_resource("mrtr://reports/1")
+    assert len(forms) >= 3
+    for params in forms:
+        text = str(params).lower()
+        assert not any(word in text for word in SECRET_WORDS), params
+
+
+def test_version_2_needs_the_microsoft_login_too(start_worker: StartWorker) -> None:
+    v2, _ = start_worker(version=2)
+    answers = {k: {"name": k.split("_")[0]} for k in ("github_login", "google_login", "microsoft_login")}
+    with Client(f"{v2.url}/mcp", ScriptedInputs(forms=dict(answers))) as client:
+        done = client.call_tool("link_accounts")
+    assert set(done.structured["linked"]) == {"github_login", "google_login", "microsoft_login"}
+    assert {hop.version for hop in done.trace.hops} == {"2"}
