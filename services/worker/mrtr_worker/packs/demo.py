@@ -3,7 +3,7 @@
 * `link_accounts`: the SEP's login scenario. The logins a version needs are
   asked by form elicitation; answers already given travel in `requestState`,
   so no question is asked twice, whichever instances a request visits.
-* `write_haiku`: sampling. `scan_roots`: roots.
+* `write_haiku`: sampling. `scan_roots`: roots. `echo`: a complete call with no input.
 * `connect_vault`: needs a secret, so it uses URL-mode elicitation (form mode
   must never ask for passwords, keys or tokens).
 * the `onboarding` prompt and the `mrtr://reports/{report_id}` resource
@@ -72,6 +72,10 @@ def register(server: MCPServer, env: PackEnv) -> None:
             return rnd.ask({key: login_request(key) for key in missing}, {"linked": linked})
         summary = ", ".join(f"{PROVIDERS[k]}: {v}" for k, v in linked.items())
         return _text_result(f"Linked {summary}", {"linked": linked})
+
+    @server.tool(description="Return the text it is given: the cheapest complete call, for latency checks.")
+    async def echo(text: str) -> CallToolResult:
+        return _text_result(text, {"text": text})
 
     @server.tool(description="Write a haiku about a topic, using the client's model (sampling).")
     async def write_haiku(topic: str, ctx: Context) -> CallToolResult | InputRequiredResult:
