@@ -20,6 +20,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from mrtr_worker import rejections
+from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.headers import InstanceHeaders
 from mrtr_worker.keyring import KeyRing
@@ -42,6 +43,7 @@ class Worker:
     codec: FleetStateCodec
     metrics: WorkerMetrics
     lifecycle: Lifecycle
+    engine: Engine
     mcp: MCPServer
 
     @classmethod
@@ -49,18 +51,29 @@ class Worker:
         identity = WorkerIdentity(instance_id=settings.instance_id, version=settings.version)
         codec = FleetStateCodec(ring, max_token_bytes=settings.state_max_bytes)
         metrics = WorkerMetrics()
+        lifecycle = Lifecycle()
+        engine = Engine(settings.shedding_settings(), lifecycle, metrics)
         return cls(
             settings=settings,
             identity=identity,
             codec=codec,
             metrics=metrics,
-            lifecycle=Lifecycle(),
-            mcp=build_mcp_server(settings, codec, metrics, identity),
+            lifecycle=lifecycle,
+            engine=engine,
+            mcp=build_mcp_server(settings, codec, metrics, identity, engine, lifecycle),
         )
+
+    def drain(self) -> None:
+        self.lifecycle.drain()
+        self.metrics.ready.set(0)
 
 
 def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI:
-    """Build the ASGI app of one worker; `ring` defaults to the one the settings name."""
+    """Build the ASGI app of one worker; `ring` defaults to the one the settings name.
+
+    The app's `state.worker` is the `Worker`; a host that wants the process to
+    end after a drain sets `worker.lifecycle.on_drained`.
+    """
     worker = Worker.from_settings(settings, ring or KeyRing.parse(settings.keyring_text()))
     mcp_app = worker.mcp.streamable_http_app(
         streamable_http_path="/mcp",
@@ -76,12 +89,14 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         handler = rejections.install(worker.metrics.state_rejections)
+        await worker.engine.start()
         worker.metrics.ready.set(1)
         try:
             async with worker.mcp.session_manager.run():
                 logger.info("worker %s (v%s) ready", worker.identity.instance_id, worker.identity.version)
                 yield
         finally:
+            worker.engine.stop()
             logging.getLogger(rejections.SDK_LOGGER).removeHandler(handler)
 
     app = FastAPI(title="mrtr-worker", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
@@ -102,10 +117,10 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
         return Response(generate_latest(worker.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/admin/drain")
-    async def drain() -> dict[str, bool]:
-        worker.lifecycle.drain()
-        worker.metrics.ready.set(0)
-        return {"draining": True}
+    async def drain() -> dict[str, object]:
+        """Readiness turns false, computations hand back at their next step, the process exits once idle."""
+        worker.drain()
+        return {"draining": True, "in_flight": worker.lifecycle.busy_requests}
 
     @app.post("/admin/undrain")
     async def undrain() -> dict[str, bool]:

@@ -15,7 +15,9 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-KNOWN_PACKS = ("demo", "conformance")
+from mrtr_worker.compute.policy import SheddingSettings
+
+KNOWN_PACKS = ("demo", "compute", "conformance")
 """Tool packs a worker can serve; `MRTR_WORKER_TOOL_PACKS` picks a subset."""
 
 SUPPORTED_VERSIONS = (1, 2)
@@ -52,7 +54,7 @@ class WorkerSettings(BaseSettings):
     state_max_bytes: int = Field(default=64 * 1024, ge=256)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
 
-    tool_packs: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["demo"])
+    tool_packs: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["demo", "compute"])
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     )
@@ -61,6 +63,16 @@ class WorkerSettings(BaseSettings):
         default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
     )
     log_level: str = "INFO"
+
+    shedding: bool = True
+    """Hand long computations back under load, on drain and after a time slice (see `compute.policy`)."""
+    max_concurrent_computations: int = Field(default=2, ge=1, le=64)
+    min_slice_ms: int = Field(default=200, ge=0)
+    max_slice_ms: int = Field(default=2000, ge=0)
+    """A computation yields after this long even on an idle worker; 0 turns the time slice off."""
+    priority_after_hops: int = Field(default=4, ge=1)
+    drain_timeout_seconds: int = Field(default=30, ge=1)
+    """Upper bound on a graceful stop; a drain normally takes one step."""
 
     _split = field_validator("tool_packs", "allowed_hosts", "allowed_origins", mode="before")(_split_csv)
 
@@ -87,6 +99,15 @@ class WorkerSettings(BaseSettings):
                 "generate one with: python -m mrtr_worker.keyring new"
             )
         return self
+
+    def shedding_settings(self) -> SheddingSettings:
+        return SheddingSettings(
+            enabled=self.shedding,
+            max_concurrent=self.max_concurrent_computations,
+            min_slice_ms=self.min_slice_ms,
+            max_slice_ms=self.max_slice_ms,
+            priority_after_hops=self.priority_after_hops,
+        )
 
     def keyring_text(self) -> str:
         """The key ring's JSON text, from the environment or the file."""

@@ -1,4 +1,4 @@
-"""Readiness of one worker: ready, then draining, then gone.
+"""Readiness of one worker: ready, then draining, then gone once idle.
 
 Kept apart from the HTTP layer so the computation engine, the admin
 endpoint and the SIGTERM handler all flip the same switch.
@@ -7,28 +7,57 @@ endpoint and the SIGTERM handler all flip the same switch.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 
 class Lifecycle:
-    """Whether this instance should receive new traffic."""
+    """Whether this instance takes new work, and how much work it still has."""
 
     def __init__(self) -> None:
-        self._draining = asyncio.Event()
+        self._draining = False
+        self._busy = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.on_drained: Callable[[], None] | None = None
+        """Called once the instance is draining and idle: the host stops the process."""
 
     @property
     def ready(self) -> bool:
-        return not self._draining.is_set()
+        return not self._draining
 
     @property
     def draining(self) -> bool:
-        return self._draining.is_set()
+        return self._draining
+
+    @property
+    def busy_requests(self) -> int:
+        return self._busy
 
     def drain(self) -> None:
-        """Stop taking work: readiness turns false, in-flight work hands itself back."""
-        self._draining.set()
+        """Stop taking work: readiness turns false, in-flight work hands itself back at its next step."""
+        self._draining = True
+        self._maybe_finish()
 
     def undrain(self) -> None:
-        self._draining.clear()
+        self._draining = False
 
-    async def wait_draining(self) -> None:
-        await self._draining.wait()
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """Mark one MCP request in flight."""
+        self._busy += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            if self._busy == 0:
+                self._idle.set()
+                self._maybe_finish()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    def _maybe_finish(self) -> None:
+        if self._draining and self._busy == 0 and self.on_drained is not None:
+            self.on_drained()

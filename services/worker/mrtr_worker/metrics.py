@@ -40,5 +40,9 @@ class WorkerMetrics:
         self.state_rejections = Counter(
             "mrtr_worker_state_rejections", "Rejected requestState tokens by reason", ["reason"], registry=r
         )
+        self.computations = Gauge("mrtr_worker_computations", "Computations holding a slot", registry=r)
+        self.compute_steps = Counter(
+            "mrtr_worker_compute_steps", "Computation steps executed on this instance", ["tool"], registry=r
+        )
         self.in_flight = Gauge("mrtr_worker_in_flight_requests", "MCP requests being handled", registry=r)
         self.ready = Gauge("mrtr_worker_ready", "1 while the worker accepts traffic, 0 while draining", registry=r)

@@ -13,6 +13,7 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.methods import is_input_required
 
+from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.rounds import ROUND_META_KEY
 
@@ -20,8 +21,9 @@ from mrtr_worker.rounds import ROUND_META_KEY
 class ObserveRequests:
     """Metrics for requests, input_required reasons and requestState sizes."""
 
-    def __init__(self, metrics: WorkerMetrics) -> None:
+    def __init__(self, metrics: WorkerMetrics, lifecycle: Lifecycle) -> None:
         self._metrics = metrics
+        self._lifecycle = lifecycle
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         m = self._metrics
@@ -30,7 +32,8 @@ class ObserveRequests:
             m.state_bytes.labels(direction="in").observe(len(incoming))
         m.in_flight.inc()
         try:
-            result = await call_next(ctx)
+            with self._lifecycle.busy():
+                result = await call_next(ctx)
         except BaseException:
             m.requests.labels(method=ctx.method, outcome="error").inc()
             raise

@@ -7,7 +7,9 @@ import importlib
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
 
+from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
+from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.observe import ObserveRequests
 from mrtr_worker.packs import PackEnv, Register
@@ -29,7 +31,12 @@ def _load_pack(name: str) -> Register:
 
 
 def build_mcp_server(
-    settings: WorkerSettings, codec: FleetStateCodec, metrics: WorkerMetrics, identity: WorkerIdentity
+    settings: WorkerSettings,
+    codec: FleetStateCodec,
+    metrics: WorkerMetrics,
+    identity: WorkerIdentity,
+    engine: Engine,
+    lifecycle: Lifecycle,
 ) -> MCPServer:
     """The SDK server with the fleet's shared requestState policy and the configured packs."""
     security = RequestStateSecurity(codec=codec, ttl=settings.state_ttl_seconds, audience=settings.audience)
@@ -42,8 +49,8 @@ def build_mcp_server(
     )
     # Index 0 is the SDK's OpenTelemetry middleware, index 1 its requestState boundary:
     # observing between them sees sealed tokens and the boundary's rejections.
-    server.middleware.insert(1, ObserveRequests(metrics))
-    env = PackEnv(identity=identity)
+    server.middleware.insert(1, ObserveRequests(metrics, lifecycle))
+    env = PackEnv(identity=identity, engine=engine)
     for pack in settings.tool_packs:
         _load_pack(pack)(server, env)
     return server

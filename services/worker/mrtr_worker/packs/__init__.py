@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 
 from mrtr_worker.rounds import WorkerIdentity
+
+if TYPE_CHECKING:
+    from mrtr_worker.compute.engine import Engine
 
 
 @dataclass(frozen=True)
@@ -15,6 +19,7 @@ class PackEnv:
     """What a pack may know about the worker it is registered on."""
 
     identity: WorkerIdentity
+    engine: Engine
 
 
 Register = Callable[[MCPServer, PackEnv], None]

@@ -1,0 +1,139 @@
+"""Run resumable computations step by step, handing them back to the client whenever the policy says so.
+
+Keeping the event loop free: every step is CPU-bound pure Python, so it runs
+in a process pool (one process per computation slot), never on the event
+loop's thread. The loop only awaits the step's future, which is why health
+checks, metrics and short calls keep answering in milliseconds while long
+computations run. (A thread pool would not do: the GIL would let a busy
+step hold up the loop for its whole switch interval, again and again.)
+
+A call's progress lives only in its sealed state: between rounds this
+instance keeps nothing, so the retry can land on any instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from mcp_types import CallToolResult, InputRequiredResult, TextContent
+
+from mrtr_worker import inputs
+from mrtr_worker.capabilities import Need, allows
+from mrtr_worker.compute.computation import Computation, State
+from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
+from mrtr_worker.compute.slots import Slots
+from mrtr_worker.lifecycle import Lifecycle
+from mrtr_worker.metrics import WorkerMetrics
+from mrtr_worker.rounds import EndOfRound, Round
+
+COMPUTE_META_KEY = "mrtr-cluster.dev/compute"
+"""Vendor `_meta` key on a computation's complete result: steps in all, hops, instances visited."""
+
+
+def _warm_up() -> None:
+    """Runs once in each pool process so the first real step does not pay for process start-up."""
+
+
+class Engine:
+    """One worker's computation engine: its slots, its process pool and its shedding policy."""
+
+    def __init__(self, settings: SheddingSettings, lifecycle: Lifecycle, metrics: WorkerMetrics) -> None:
+        self.policy = SheddingPolicy(settings)
+        self._slots = Slots(settings.max_concurrent)
+        self._lifecycle = lifecycle
+        self._metrics = metrics
+        self._pool: ProcessPoolExecutor | None = None
+        self._max_workers = settings.max_concurrent
+
+    async def start(self) -> None:
+        # "spawn", not fork: the parent runs an event loop and threads, which fork would copy half-alive.
+        self._pool = ProcessPoolExecutor(self._max_workers, mp_context=multiprocessing.get_context("spawn"))
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(self._pool, _warm_up) for _ in range(self._max_workers)))
+
+    def stop(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    async def run(
+        self, rnd: Round, computation: Computation, arguments: dict[str, Any]
+    ) -> CallToolResult | InputRequiredResult:
+        """One round of a computation: resume from the state, step until done or told to yield."""
+        state: State = rnd.data["checkpoint"] if "checkpoint" in rnd.data else computation.initial(arguments)
+        steps: int = rnd.data.get("steps", 0)
+        pending = rnd.data.get("question")
+        if pending is not None:
+            question = computation.question(state)
+            if question is not None and question.key == pending:
+                answer = inputs.read_form(rnd.responses, question.key, question.request)
+                if answer is None or answer.problem is not None:
+                    return rnd.ask({question.key: question.request}, self._data(state, steps, question=pending))
+                state = question.apply(state, answer.content)
+
+        if self._lifecycle.draining:
+            return self._hand_back(rnd, state, steps, EndOfRound.DRAIN)
+        if not self._slots.try_acquire():
+            if not self.policy.prioritized(rnd.trace.hops):
+                return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
+            await self._slots.acquire()
+        self._metrics.computations.inc()
+        try:
+            return await self._run_slice(rnd, computation, state, steps)
+        finally:
+            self._metrics.computations.dec()
+            self._slots.release()
+
+    async def _run_slice(
+        self, rnd: Round, computation: Computation, state: State, steps: int
+    ) -> CallToolResult | InputRequiredResult:
+        assert self._pool is not None, "engine not started"
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        steps_counter = self._metrics.compute_steps.labels(tool=computation.name)
+        while not computation.done(state):
+            question = computation.question(state)
+            if question is not None:
+                if allows(rnd.capabilities, Need.FORM):
+                    return rnd.ask({question.key: question.request}, self._data(state, steps, question=question.key))
+                state = question.apply(state, None)  # cannot ask: proceed as if declined
+                continue
+            boundary = Boundary(
+                slice_ms=(time.monotonic() - started) * 1000,
+                hops=rnd.trace.hops,
+                waiting=self._slots.waiting,
+                draining=self._lifecycle.draining,
+            )
+            reason = self.policy.at_boundary(boundary)
+            if reason is not None:
+                return self._hand_back(rnd, state, steps, reason)
+            state = await loop.run_in_executor(self._pool, computation.step, state)
+            steps += 1
+            steps_counter.inc()
+        return self._complete(rnd, computation, state, steps)
+
+    def _hand_back(self, rnd: Round, state: State, steps: int, reason: EndOfRound) -> InputRequiredResult:
+        retry_after = self.policy.retry_after_ms(reason, rnd.trace.hops)
+        return rnd.hand_back(self._data(state, steps), reason, retry_after_ms=retry_after)
+
+    @staticmethod
+    def _data(state: State, steps: int, *, question: str | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {"checkpoint": state, "steps": steps}
+        if question is not None:
+            data["question"] = question
+        return data
+
+    @staticmethod
+    def _complete(rnd: Round, computation: Computation, state: State, steps: int) -> CallToolResult:
+        result = computation.result(state)
+        visited = [*rnd.trace.visited, [rnd.identity.instance_id, rnd.identity.version]]
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(result))],
+            structured_content=result,
+            _meta={COMPUTE_META_KEY: {"steps": steps, "hops": rnd.trace.hops, "visited": visited}},
+        )

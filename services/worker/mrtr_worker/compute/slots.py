@@ -1,0 +1,49 @@
+"""A fixed number of computation slots, with a first-come queue for calls that may not be shed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+
+class Slots:
+    def __init__(self, capacity: int) -> None:
+        self._free = capacity
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        """Calls queued for a slot: the pressure that makes running computations yield."""
+        return sum(1 for fut in self._waiters if not fut.done())
+
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody is queued ahead."""
+        if self._free > 0 and not self.waiting:
+            self._free -= 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        """Wait for a slot in arrival order."""
+        if self.try_acquire():
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # the slot was handed to us as we were cancelled: pass it on
+            raise
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def release(self) -> None:
+        """Hand the slot to the first waiter, or free it."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
