@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from .standin import MakeBackend, MakeLB, jsonrpc_body
+from .standin import MakeBackend, MakeLB, backend_states, jsonrpc_body, wait_until
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -84,3 +84,30 @@ async def test_lb_healthz_and_reserved_prefix(
         (entry,) = await resp.json()
     assert entry["url"] == a.url
     assert {"state", "in_flight", "requests", "errors", "retries"} <= entry.keys()
+
+
+async def test_backends_can_be_added_and_removed_at_run_time(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    a, b = await make_backend("a"), await make_backend("b")
+    lb = await make_lb(backends=[a.url])
+    async with client.post(f"{lb.url}/lb/backends/add", params={"url": b.url}) as resp:
+        assert resp.status == 200
+
+    async def b_in_rotation() -> bool:
+        return bool((await backend_states(client, lb))[b.url]["healthy"])
+
+    await wait_until(b_in_rotation, what="added backend healthy")
+    seen = set()
+    for _ in range(4):
+        async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+            seen.add(resp.headers["X-Worker-Id"])
+    assert seen == {"a", "b"}
+
+    async with client.post(f"{lb.url}/lb/backends/remove", params={"url": a.url}) as resp:
+        assert resp.status == 200
+    assert set(await backend_states(client, lb)) == {b.url}
+    async with client.post(f"{lb.url}/lb/backends/remove", params={"url": a.url}) as resp:
+        assert resp.status == 404
+    async with client.post(f"{lb.url}/lb/backends/add", params={"url": "ftp://nope"}) as resp:
+        assert resp.status == 400

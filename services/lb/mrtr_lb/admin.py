@@ -29,6 +29,8 @@ class Admin:
             web.get(f"{PREFIX}/backends", self.backends),
             web.post(f"{PREFIX}/backends/drain", self.drain),
             web.post(f"{PREFIX}/backends/undrain", self.undrain),
+            web.post(f"{PREFIX}/backends/add", self.add),
+            web.post(f"{PREFIX}/backends/remove", self.remove),
             web.get(f"{PREFIX}/metrics", self.metrics),
             web.route("*", PREFIX + "/{tail:.*}", self.not_found),
         ]
@@ -48,12 +50,30 @@ class Admin:
     async def undrain(self, request: web.Request) -> web.Response:
         return self._set_drained(request, False)
 
+    async def add(self, request: web.Request) -> web.Response:
+        """Put a new backend in the pool; it joins the rotation after its first good health check."""
+        url = _backend_url(request)
+        if isinstance(url, web.Response):
+            return url
+        backend = self._pool.add(url, "admin")
+        self._pool.notify_changed()
+        return web.json_response(backend.as_json())
+
+    async def remove(self, request: web.Request) -> web.Response:
+        """Forget a backend (drain it first); requests already on it finish."""
+        url = _backend_url(request)
+        if isinstance(url, web.Response):
+            return url
+        backend = self._pool.remove(url)
+        if backend is None:
+            return web.json_response({"error": f"unknown backend {url}"}, status=404)
+        self._pool.notify_changed()
+        return web.json_response(backend.as_json())
+
     def _set_drained(self, request: web.Request, drained: bool) -> web.Response:
-        raw = request.query.get("url", "")
-        try:
-            url = normalize_backend_url(raw)
-        except ValueError as exc:
-            return web.json_response({"error": f"bad url: {exc}"}, status=400)
+        url = _backend_url(request)
+        if isinstance(url, web.Response):
+            return url
         backend = self._pool.get(url)
         if backend is None:
             return web.json_response({"error": f"unknown backend {url}"}, status=404)
@@ -68,3 +88,11 @@ class Admin:
     async def not_found(self, request: web.Request) -> web.Response:
         """``/lb/`` is reserved: unknown admin paths are never proxied."""
         return jsonrpc_error(404, f"no admin endpoint {request.path}", code=-32601)
+
+
+def _backend_url(request: web.Request) -> str | web.Response:
+    """The normalized `url` query parameter, or a 400 response saying what is wrong with it."""
+    try:
+        return normalize_backend_url(request.query.get("url", ""))
+    except ValueError as exc:
+        return web.json_response({"error": f"bad url: {exc}"}, status=400)

@@ -110,6 +110,7 @@ def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.A
             # One round of checks before serving, so traffic flows from the first request.
             await health.check_all()
             health.sync()
+            pool.subscribe(health.sync)
             proxy.attach(session)
             try:
                 yield

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
 log = logging.getLogger("mrtr_lb.backends")
 
-Source = Literal["static", "dns"]
+Source = Literal["static", "dns", "admin"]
 State = Literal["healthy", "unhealthy", "drained"]
 
 
@@ -71,6 +71,7 @@ class BackendPool:
     def __init__(self, urls: Iterable[str] = (), source: Source = "static") -> None:
         self._backends: list[Backend] = []
         self._cursor = 0
+        self._listeners: list[Callable[[], None]] = []
         for url in urls:
             self.add(url, source)
 
@@ -83,6 +84,14 @@ class BackendPool:
     @property
     def backends(self) -> tuple[Backend, ...]:
         return tuple(self._backends)
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after run-time membership changes (the health checker re-syncs its loops)."""
+        self._listeners.append(listener)
+
+    def notify_changed(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     def get(self, url: str) -> Backend | None:
         return next((b for b in self._backends if b.url == url), None)
