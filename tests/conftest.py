@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from mrtr_cluster.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_worker.keyring import KeyRing, new_ring
 

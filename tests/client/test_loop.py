@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+
 from mrtr_client import ProtocolViolation, RetryBudgetExhausted, RetryPolicy, RoundsExceeded, RpcError
 from mrtr_client._loop import Ask, Failure, Loop, Reply, Send, Sleep, mrtr_loop, new_id_source
 from mrtr_client.trace import CallResult

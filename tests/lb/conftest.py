@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+
 from mrtr_lb import RunningLB, Settings, start_server
 from mrtr_lb.discovery import Resolver
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
+
 from mrtr_lb import RunningLB
 
 

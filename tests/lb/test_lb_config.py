@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
+
 from mrtr_lb import Settings
 from mrtr_lb.config import MIB, describe_error
-from pydantic import ValidationError
 
 
 def test_defaults_and_env(monkeypatch: pytest.MonkeyPatch) -> None:

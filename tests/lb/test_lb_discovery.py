@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import aiohttp
+
 from mrtr_lb.discovery import Endpoint
 
 from .standin import MakeBackend, MakeLB, backend_states, jsonrpc_body, wait_until

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from mrtr_cluster.process import WorkerSpec
 
+from mrtr_cluster.process import WorkerSpec
 from tests.support.wire import McpHttp, headers_for
 
 ELICIT: dict[str, object] = {"elicitation": {}}

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from mrtr_worker.keyring import KeyRing, KeyRingError, main, new_ring
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from mrtr_worker.keyring import new_ring
 
 PROTOCOL_VERSION = "2026-07-28"

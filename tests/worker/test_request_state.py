@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 from mcp.server.request_state import AESGCMRequestStateCodec
+
 from mrtr_cluster.process import WorkerSpec
 from mrtr_worker.keyring import KeyRing, new_ring
-
 from tests.conftest import StartWorker
 from tests.support.wire import McpHttp
 

@@ -8,8 +8,8 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
-from mrtr_cluster.process import WorkerSpec
 
+from mrtr_cluster.process import WorkerSpec
 from tests.conftest import StartWorker
 
 
