@@ -17,11 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mrtr_cluster.process import ManagedProcess, WorkerSpec, free_port
-from mrtr_worker.keyring import new_ring
-
 from benchmarks._load import LoadResult, closed_loop, cpu_seconds
 from benchmarks.report import write_section
+from mrtr_cluster.process import ManagedProcess, WorkerSpec, free_port
+from mrtr_worker.keyring import new_ring
 
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 HEADERS = {

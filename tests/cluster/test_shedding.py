@@ -130,8 +130,10 @@ def _wait_for_running_computation(cluster: LocalCluster, timeout: float = 20.0) 
 
 @pytest.fixture
 def calm(make_cluster: MakeCluster) -> Iterator[LocalCluster]:
-    """A fresh cluster per failure test (a worker is lost in each)."""
-    yield make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"})
+    """A fresh cluster per failure test (a worker is lost in each), stopped right after it."""
+    cluster = make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"})
+    yield cluster
+    cluster.stop()
 
 
 def _run_in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
