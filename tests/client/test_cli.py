@@ -31,10 +31,11 @@ def test_the_cli_links_accounts_from_preset_answers_and_shows_each_hop(worker: W
     )
     assert done.returncode == 0, done.stderr
     hop_lines = [line for line in done.stdout.splitlines() if line.startswith("hop ")]
-    assert len(hop_lines) == 2
+    assert len(hop_lines) == 3
     assert worker.instance_id in hop_lines[0]
     assert "input" in hop_lines[0]
-    assert "complete" in hop_lines[1]
+    assert "input" in hop_lines[1]
+    assert "complete" in hop_lines[2]
     structured = json.loads(done.stdout[done.stdout.index("{") :])
     assert structured == {"linked": {"github_login": "octocat", "google_login": "octo"}}
 

@@ -46,9 +46,9 @@ def test_link_accounts_asks_each_login_once_and_links_them(client_for: Any) -> N
     client = client_for(ScriptedInputs(forms={"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}}))
     done = client.call_tool("link_accounts")
     assert done.structured == {"linked": {"github_login": "octocat", "google_login": "octo"}}
-    assert sorted(q.key for q in done.trace.questions) == ["github_login", "google_login"]
+    assert [q.key for q in done.trace.questions] == ["github_login", "google_login"]  # one per round
     assert done.trace.reasked == []
-    assert [hop.reason for hop in done.trace.hops] == ["input", "complete"]
+    assert [hop.reason for hop in done.trace.hops] == ["input", "input", "complete"]
 
 
 def test_answers_given_over_several_rounds_are_never_asked_again(worker: WorkerSpec) -> None:
@@ -77,8 +77,27 @@ def test_answers_given_over_several_rounds_are_never_asked_again(worker: WorkerS
         second = http.post(
             url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": second_params}
         )
-        assert asked_first == {"github_login", "google_login"}
+        assert asked_first == {"github_login"}
         assert set(second.json()["result"]["inputRequests"]) == {"google_login"}
+
+
+def test_answers_offered_before_being_asked_are_used(client_for: Any, worker: Any) -> None:
+    with httpx.Client() as http:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        }
+        answers = {key: {"action": "accept", "content": {"name": "early"}} for key in ("github_login", "google_login")}
+        params = {"_meta": meta, "name": "link_accounts", "arguments": {}, "inputResponses": answers}
+        headers = {
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "link_accounts",
+            "Accept": "application/json, text/event-stream",
+        }
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        result = http.post(f"{worker.url}/mcp", headers=headers, json=body).json()["result"]
+    assert result["structuredContent"] == {"linked": {"github_login": "early", "google_login": "early"}}
 
 
 def test_a_declined_login_ends_the_call_with_an_error_result(client_for: Any) -> None:

@@ -1,8 +1,9 @@
 """The demo pack: every kind of input a tool can ask for, each through the same MRTR path.
 
 * `link_accounts`: the SEP's login scenario. The logins a version needs are
-  asked by form elicitation; answers already given travel in `requestState`,
-  so no question is asked twice, whichever instances a request visits.
+  asked by form elicitation, one per round; answers already given (or offered
+  ahead of being asked) travel in `requestState`, so no question is asked
+  twice, whichever instances and versions a request visits.
 * `write_haiku`: sampling. `scan_roots`: roots. `echo`: a complete call with no input.
 * `connect_vault`: needs a secret, so it uses URL-mode elicitation (form mode
   must never ask for passwords, keys or tokens).
@@ -69,7 +70,9 @@ def register(server: MCPServer, env: PackEnv) -> None:
             linked[key] = str(answer.content["name"])
         missing = [key for key in needed_logins if key not in linked]
         if missing:
-            return rnd.ask({key: login_request(key) for key in missing}, {"linked": linked})
+            # One login per round, in a fixed order: the answers so far travel in the state,
+            # so whichever instance (or version) serves the next round asks only what is left.
+            return rnd.ask({missing[0]: login_request(missing[0])}, {"linked": linked})
         summary = ", ".join(f"{PROVIDERS[k]}: {v}" for k, v in linked.items())
         return _text_result(f"Linked {summary}", {"linked": linked})
 
