@@ -1,0 +1,105 @@
+"""The compose cluster, end to end through its published ports (run by `scripts/compose-e2e`).
+
+Order matters: the stop test removes a worker and the scale test brings the fleet to five.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import httpx
+import pytest
+
+from mrtr_client import CallResult, Client, ScriptedInputs
+from mrtr_worker.compute.primes import KNOWN_COUNTS
+from tests.compose.conftest import ServiceContainers, compose, container_ip, lb_backends, wait_for
+
+LOGINS = {"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}}
+PRIORITY_AFTER_HOPS = 4  # the workers' default: after this many hand-backs a request is not shed again
+BALANCERS = pytest.mark.parametrize("balancer_url", ["lb", "haproxy"], indirect=True)
+
+
+@BALANCERS
+def test_an_elicitation_flow_of_several_rounds_completes(balancer_url: str) -> None:
+    with Client(f"{balancer_url}/mcp", ScriptedInputs(forms=dict(LOGINS))) as client:
+        done = client.call_tool("link_accounts")
+    assert done.structured == {"linked": {"github_login": "octocat", "google_login": "octo"}}
+    assert [q.key for q in done.trace.questions] == ["github_login", "google_login"]
+    assert done.trace.reasked == []
+
+
+@BALANCERS
+def test_a_long_computation_hops_across_containers_and_is_right(balancer_url: str) -> None:
+    with Client(f"{balancer_url}/mcp") as client:
+        done = client.call_tool("count_primes", {"limit": 300_000_000})
+    assert done.structured == {"count": 16_252_325}
+    assert len(done.trace.instances) >= 2, done.trace.hops
+
+
+def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
+    lb_url: str, containers: ServiceContainers
+) -> None:
+    limit = 1_000_000_000
+    box: list[Any] = []
+    hand_backs: list[int] = []
+    settled = threading.Event()
+
+    def count_hand_backs(response: httpx.Response) -> None:
+        response.read()
+        if b'"input_required"' in response.content:
+            hand_backs.append(1)
+        if len(hand_backs) >= PRIORITY_AFTER_HOPS:
+            settled.set()  # aged into priority: it now stays on one worker until it ends or is drained
+
+    def call() -> None:
+        try:
+            http = httpx.Client(timeout=120, event_hooks={"response": [count_hand_backs]})
+            with Client(f"{lb_url}/mcp", http=http) as client:
+                box.append(client.call_tool("count_primes", {"limit": limit}))
+        except Exception as exc:
+            box.append(exc)
+        settled.set()
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    assert settled.wait(60), "the computation never aged into priority"
+    busy: list[str] = []
+
+    def computation_running() -> bool:
+        busy[:] = [b["url"] for b in lb_backends(lb_url) if b["in_flight"] > 0]
+        return bool(busy)
+
+    wait_for(computation_running, "a computation in flight")
+    victim = next(c for c in containers("worker") if f"http://{container_ip(c)}:8000" == busy[0])
+    victim.stop(timeout=30)  # SIGTERM: the worker drains, handing the computation back
+    thread.join(180)
+    done = box[0]
+    assert isinstance(done, CallResult), done
+    assert done.structured == {"count": KNOWN_COUNTS[limit]}
+    drained = [hop for hop in done.trace.hops if hop.reason == "drain"]
+    assert drained, done.trace.hops
+    assert drained[0].instance is not None
+    assert drained[0].instance.startswith(victim.short_id)
+    assert done.trace.hops[-1].instance != drained[0].instance
+
+
+def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
+    lb_url: str, containers: ServiceContainers
+) -> None:
+    (proxy,) = containers("lb")
+    started_at = proxy.attrs["State"]["StartedAt"]
+    compose("up", "-d", "--wait", "--no-recreate", "--scale", "worker=5", "worker")
+
+    def five_in_rotation() -> bool:
+        return sum(1 for b in lb_backends(lb_url) if b["healthy"]) == 5
+
+    wait_for(five_in_rotation, "five healthy backends in the proxy")
+    seen = set()
+    with httpx.Client() as http, Client(f"{lb_url}/mcp", http=http) as client:
+        for n in range(15):
+            done = client.call_tool("echo", {"text": str(n)})
+            seen.add(done.trace.hops[-1].instance)
+    assert len(seen) == 5
+    proxy.reload()
+    assert proxy.attrs["State"]["StartedAt"] == started_at, "the proxy must not have been restarted"
