@@ -111,3 +111,15 @@ async def test_backends_can_be_added_and_removed_at_run_time(
         assert resp.status == 404
     async with client.post(f"{lb.url}/lb/backends/add", params={"url": "ftp://nope"}) as resp:
         assert resp.status == 400
+
+
+async def test_only_the_mcp_path_reaches_the_workers(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    a = await make_backend("a")
+    lb = await make_lb(backends=[a.url])
+    for path in ("/admin/drain", "/metrics", "/readyz"):
+        async with client.post(f"{lb.url}{path}") as resp:
+            assert resp.status == 404
+    async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+        assert resp.status == 200

@@ -68,6 +68,11 @@ async def _no_tracebacks(request: web.Request, handler: Handler) -> web.StreamRe
         return jsonrpc_error(500, f"load balancer error: {type(exc).__name__}")
 
 
+async def _not_proxied(request: web.Request) -> web.Response:
+    """Only the configured paths reach the workers: their admin and metrics endpoints stay private."""
+    return jsonrpc_error(404, f"{request.path} is not served through this proxy", code=-32601)
+
+
 def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.Application:
     """Build the proxy application; background tasks start with the app and stop with it.
 
@@ -125,5 +130,7 @@ def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.A
     proxy = Proxy(pool, metrics, settings)
     app.cleanup_ctx.append(lifecycle)
     app.add_routes(Admin(pool, metrics).routes())
-    app.router.add_route("*", "/{tail:.*}", proxy.handle)
+    for path in settings.proxy_paths:
+        app.router.add_route("*", path, proxy.handle)
+    app.router.add_route("*", "/{tail:.*}", _not_proxied)
     return app

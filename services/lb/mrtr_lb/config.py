@@ -70,8 +70,10 @@ class Settings(BaseSettings):
     retry_after: int = Field(default=1, ge=0)
     shutdown_timeout: float = Field(default=5.0, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    proxy_paths: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["/mcp"])
+    """Paths forwarded to the workers; anything else (a worker's /admin, /metrics) is not reachable through here."""
 
-    @field_validator("backends", mode="before")
+    @field_validator("backends", "proxy_paths", mode="before")
     @classmethod
     def _split_backends(cls, value: object) -> object:
         """Accept the comma-separated form used in env vars and on the command line."""
