@@ -1,4 +1,4 @@
-"""A small closed-loop HTTP load generator and process CPU accounting, shared by the benchmarks.
+"""Small HTTP load generators (closed and open loop) and process CPU accounting, shared by the benchmarks.
 
 aiohttp's client is used because it keeps up with a local server on two
 cores where httpx's pool does not (see services/lb/README.md). Figures are
@@ -8,15 +8,36 @@ only compared within one run, side by side, never against fixed numbers.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
 
 RequestFactory = Callable[[int], tuple[bytes, dict[str, str]]]
+
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+ECHO_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "echo",
+}
+
+
+def echo_request(n: int) -> tuple[bytes, dict[str, str]]:
+    """The trivial `tools/call` (the `echo` tool): one round, no computation, the cheapest MCP call."""
+    params = {"_meta": META, "name": "echo", "arguments": {"text": f"hello {n}"}}
+    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}).encode(), ECHO_HEADERS
+
+
+def is_complete(payload: bytes) -> bool:
+    return b'"resultType":"complete"' in payload.replace(b" ", b"")
 
 
 @dataclass
@@ -42,9 +63,20 @@ class LoadResult:
 
 
 async def closed_loop(
-    url: str, make: RequestFactory, *, concurrency: int, duration: float, check: Callable[[bytes], bool] | None = None
+    url: str | Sequence[str],
+    make: RequestFactory,
+    *,
+    concurrency: int,
+    duration: float,
+    check: Callable[[bytes], bool] | None = None,
 ) -> LoadResult:
-    """`concurrency` clients each sending one request after another for `duration` seconds."""
+    """`concurrency` clients each sending one request after another for `duration` seconds.
+
+    Several URLs are used in turn, request by request: client-side round robin,
+    the baseline a proxy is compared with.
+    """
+    urls = [url] if isinstance(url, str) else list(url)
+    turn = itertools.count()
     result = LoadResult()
     deadline = time.perf_counter() + duration
     connector = aiohttp.TCPConnector(limit=concurrency)
@@ -55,9 +87,10 @@ async def closed_loop(
             while time.perf_counter() < deadline:
                 body, headers = make(n)
                 n += concurrency
+                target = urls[next(turn) % len(urls)]
                 started = time.perf_counter()
                 try:
-                    async with session.post(url, data=body, headers=headers) as response:
+                    async with session.post(target, data=body, headers=headers) as response:
                         payload = await response.read()
                         ok = response.status == 200 and (check is None or check(payload))
                 except aiohttp.ClientError:
@@ -68,6 +101,46 @@ async def closed_loop(
 
         started = time.perf_counter()
         await asyncio.gather(*(one_client(i) for i in range(concurrency)))
+        result.seconds = time.perf_counter() - started
+    return result
+
+
+async def open_loop(
+    url: str,
+    make: RequestFactory,
+    *,
+    rate: float,
+    duration: float,
+    check: Callable[[bytes], bool] | None = None,
+) -> LoadResult:
+    """Requests sent at a fixed rate whatever the answers do; latency counts from the planned send time.
+
+    Unlike a closed loop, a slow answer does not hold back the next request,
+    so a stall shows up in the tail instead of hiding (no coordinated omission).
+    """
+    result = LoadResult()
+    interval = 1.0 / rate
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def one(n: int, planned: float) -> None:
+            body, headers = make(n)
+            try:
+                async with session.post(url, data=body, headers=headers) as response:
+                    payload = await response.read()
+                    ok = response.status == 200 and (check is None or check(payload))
+            except aiohttp.ClientError:
+                ok = False
+            result.latencies_ms.append((time.perf_counter() - planned) * 1000)
+            result.requests += 1
+            result.errors += 0 if ok else 1
+
+        started = time.perf_counter()
+        tasks = []
+        for n in range(int(duration * rate)):
+            planned = started + n * interval
+            await asyncio.sleep(max(0.0, planned - time.perf_counter()))
+            tasks.append(asyncio.create_task(one(n, planned)))
+        await asyncio.gather(*tasks)
         result.seconds = time.perf_counter() - started
     return result
 

@@ -9,50 +9,30 @@ does not count), and the ratios between the two, from one interleaved run.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks._load import LoadResult, closed_loop, cpu_seconds
-from benchmarks.report import write_section
+from benchmarks._cluster import stop_process
+from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request, is_complete
+from benchmarks.report import parser, publish
 from mrtr_cluster.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_worker.keyring import new_ring
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-HEADERS = {
-    "Content-Type": "application/json",
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28",
-    "Mcp-Method": "tools/call",
-    "Mcp-Name": "echo",
-}
-
-
-def _request(n: int) -> tuple[bytes, dict[str, str]]:
-    params = {"_meta": META, "name": "echo", "arguments": {"text": f"hello {n}"}}
-    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}).encode(), HEADERS
-
-
-def _complete(payload: bytes) -> bool:
-    return b'"resultType":"complete"' in payload.replace(b" ", b"")
-
 
 async def _measure(process: ManagedProcess, url: str, concurrency: int, duration: float) -> tuple[LoadResult, float]:
-    await closed_loop(url, _request, concurrency=concurrency, duration=min(1.0, duration))  # warm-up
+    await closed_loop(url, echo_request, concurrency=concurrency, duration=min(1.0, duration))  # warm-up
     before = cpu_seconds(process.pid)
-    result = await closed_loop(url, _request, concurrency=concurrency, duration=duration, check=_complete)
+    result = await closed_loop(url, echo_request, concurrency=concurrency, duration=duration, check=is_complete)
     return result, cpu_seconds(process.pid) - before
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measurement (two per server)")
-    parser.add_argument("--concurrency", type=int, default=8)
-    args = parser.parse_args()
+    options = parser(__doc__, duration=5.0, duration_help="seconds per measurement (two per server)")
+    options.add_argument("--concurrency", type=int, default=8)
+    args = options.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="mrtr-bench-"))
     ring = work / "keyring.json"
@@ -96,7 +76,7 @@ def main() -> int:
                 totals[name] = (total, total_cpu + cpu)
     finally:
         for process, _ in targets.values():
-            process.stop()
+            stop_process(process)
 
     rows = []
     for name, (result, cpu) in totals.items():
@@ -115,8 +95,7 @@ def main() -> int:
         "",
         f"Ratio worker/bare: throughput {w_rps / b_rps:.2f}x, CPU per request {w_cpu / b_cpu:.2f}x.",
     ]
-    print("\n".join(lines))
-    print(f"\nwritten to {write_section('worker-overhead', chr(10).join(lines))}")
+    publish("worker-overhead", lines, write=not args.no_report)
     return 1 if any(row[5] for row in rows) else 0
 
 

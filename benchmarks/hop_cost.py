@@ -1,0 +1,176 @@
+"""What one hop costs: the same `count_primes` call run without a hop and with a hop every step or every few steps.
+
+A hop is a shed and resume: the worker seals the computation's state into
+`requestState` (input_required, no questions), the client sends it straight
+back, and a worker (the same one or another) unseals it and runs on. Three
+clusters of two workers, one computation slot each, differ only in their
+time slice: none (`MRTR_WORKER_MAX_SLICE_MS=0`), 1 ms (a hop after every
+step) or about four steps; a minimum slice of 0 and no priority ageing let
+the slice apply on every round. The call runs one at a time, interleaved
+over schedules and paths: direct to one worker, and through the proxy,
+where successive rounds land on the two workers in turn.
+
+Cost per hop = (median wall time with hops - median without) / hops, on the
+same path, so the steps themselves cancel out. State bytes are the sizes of
+the sealed tokens the client received. CPU per hop splits the cost between
+the client (this process), the proxy and the workers' main processes (their
+step pools are left out: they run the same steps in every schedule).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from benchmarks._cluster import PATIENT, SHED_REASONS, PrimesCall, bare_step_ms, clusters, median, verdict
+from benchmarks._cluster import proxy_cpu as proxy_cpu_of
+from benchmarks._cluster import workers_cpu as workers_cpu_of
+from benchmarks.report import parser, publish
+from mrtr_client import Client
+from mrtr_cluster.cluster import LocalCluster
+
+CALL = PrimesCall(50_000_000, 1_000_000)
+"""50 steps of about 10 ms: long enough to hop often, short enough to repeat."""
+TARGET_MS = 5.0
+PATHS = ("direct to one worker", "through the proxy (2 workers)")
+
+
+@dataclass
+class Runs:
+    """Every measured run of one schedule on one path."""
+
+    seconds: list[float] = field(default_factory=list)
+    hops: list[int] = field(default_factory=list)
+    state_bytes: list[int] = field(default_factory=list)
+    client_cpu: list[float] = field(default_factory=list)
+    proxy_cpu: list[float] = field(default_factory=list)
+    worker_cpu: list[float] = field(default_factory=list)
+    errors: int = 0
+
+
+def schedules(step_ms: float) -> dict[str, dict[str, str]]:
+    """Worker settings per schedule; each schedule gets a cluster of its own."""
+    one_slot = {"MRTR_WORKER_MAX_CONCURRENT_COMPUTATIONS": "1"}
+    forced = {**one_slot, "MRTR_WORKER_MIN_SLICE_MS": "0", "MRTR_WORKER_PRIORITY_AFTER_HOPS": "1000000"}
+    return {
+        "no hop": {**one_slot, "MRTR_WORKER_MAX_SLICE_MS": "0"},
+        "hop every step": {**forced, "MRTR_WORKER_MAX_SLICE_MS": "1"},
+        "hop every ~4 steps": {**forced, "MRTR_WORKER_MAX_SLICE_MS": str(max(2, round(3.5 * step_ms)))},
+    }
+
+
+def run_once(client: Client, cluster: LocalCluster, runs: Runs | None) -> None:
+    """One call, timed; `runs` None is a warm-up (connections, pool processes, base primes)."""
+    before = time.process_time(), proxy_cpu_of(cluster), workers_cpu_of(cluster)
+    started = time.perf_counter()
+    done = client.call_tool("count_primes", CALL.arguments)
+    seconds = time.perf_counter() - started
+    if runs is None:
+        return
+    shed = [hop for hop in done.trace.hops if hop.reason in SHED_REASONS]
+    if not CALL.correct(done) or len(shed) != len(done.trace.hops) - 1:
+        runs.errors += 1
+        return
+    runs.seconds.append(seconds)
+    runs.hops.append(len(shed))
+    runs.state_bytes += [hop.state_bytes for hop in shed]
+    runs.client_cpu.append(time.process_time() - before[0])
+    runs.proxy_cpu.append(proxy_cpu_of(cluster) - before[1])
+    runs.worker_cpu.append(workers_cpu_of(cluster) - before[2])
+
+
+def per_hop(runs: Runs, base: Runs, values: str) -> float:
+    """Milliseconds per hop: `values` with hops minus without, per hop.
+
+    Wall time takes medians (robust to a stray slow run); CPU takes means,
+    since /proc counts it in 10 ms ticks and only a sum over runs resolves that.
+    """
+    hops = median(runs.hops)
+    if not hops:
+        return float("nan")
+    centre = median if values == "seconds" else statistics.fmean
+    return (centre(getattr(runs, values)) - centre(getattr(base, values))) * 1000 / hops
+
+
+def main() -> int:
+    options = parser(__doc__, duration=20.0, duration_help="seconds of measured runs, in interleaved rounds")
+    args = options.parse_args()
+    step_ms = bare_step_ms(CALL)
+    plan = schedules(step_ms)
+    results = {(path, name): Runs() for path in PATHS for name in plan}
+    with clusters(*plan.values(), workers=2) as started:
+        by_name = dict(zip(plan, started, strict=True))
+        clients = {
+            (path, name): Client(
+                f"{cluster.workers['w1'].url}/mcp" if path == PATHS[0] else cluster.mcp_url, policy=PATIENT
+            )
+            for path in PATHS
+            for name, cluster in by_name.items()
+        }
+        try:
+            for (_, name), client in clients.items():
+                run_once(client, by_name[name], None)
+            began = time.monotonic()
+            while True:  # at least one round, then as many as the duration allows
+                for (path, name), client in clients.items():
+                    run_once(client, by_name[name], results[path, name])
+                if time.monotonic() - began >= args.duration:
+                    break
+        finally:
+            for client in clients.values():
+                client.close()
+
+    lines = report(results, plan, step_ms)
+    publish("hop-cost", lines, write=not args.no_report)
+    return 1 if any(runs.errors for runs in results.values()) else 0
+
+
+def report(results: dict[tuple[str, str], Runs], plan: dict[str, dict[str, str]], step_ms: float) -> list[str]:
+    rounds = min(len(runs.seconds) for runs in results.values())
+    lines = [
+        "## Hop cost: what one shed and resume costs",
+        "",
+        f"The same `count_primes(limit={CALL.limit:,}, segment={CALL.segment:,})` call ({CALL.steps} steps of "
+        f"{step_ms:.1f} ms each when run in-process, {CALL.steps * step_ms:.0f} ms of work) is run without a hop "
+        "and with the worker forced to hand it back every step or every few steps "
+        f"(`MRTR_WORKER_MAX_SLICE_MS` of {plan['hop every step']['MRTR_WORKER_MAX_SLICE_MS']} and "
+        f"{plan['hop every ~4 steps']['MRTR_WORKER_MAX_SLICE_MS']} ms, minimum slice 0). Each hop is one more "
+        "HTTP exchange: the worker seals the state, the client sends it back at once, a worker unseals it and "
+        "runs on. **Extra ms per hop** is (median wall time with hops - median without) / hops on the same path, "
+        "so the steps cancel out; that is the figure the target applies to. The CPU columns split it between "
+        "the client (the MRTR client library on httpx), the proxy and the workers' main processes (means: "
+        f"CPU time comes in 10 ms ticks). Wall times are medians of {rounds} interleaved runs per row.",
+        "",
+        "| path | schedule | hops | wall ms | extra ms per hop | CPU ms per hop: client / proxy / workers "
+        "| state bytes per hop (mean / max) |",
+        "|---|---|---:|---:|---:|---|---:|",
+    ]
+    verdicts = []
+    for path in PATHS:
+        base = results[path, "no hop"]
+        for name in plan:
+            runs = results[path, name]
+            wall = median(runs.seconds) * 1000
+            if name == "no hop":
+                lines.append(f"| {path} | {name} | 0 | {wall:.0f} | - | - | - |")
+                continue
+            extra = per_hop(runs, base, "seconds")
+            proxy = "-" if path == PATHS[0] else f"{per_hop(runs, base, 'proxy_cpu'):.2f}"
+            cpu = f"{per_hop(runs, base, 'client_cpu'):.2f} / {proxy} / {per_hop(runs, base, 'worker_cpu'):.2f}"
+            sizes = runs.state_bytes
+            size = f"{sum(sizes) / len(sizes):.0f} / {max(sizes)}" if sizes else "-"
+            lines.append(f"| {path} | {name} | {median(runs.hops):.0f} | {wall:.0f} | {extra:.2f} | {cpu} | {size} |")
+            verdicts.append(f"{path}, {name}: {extra:.2f} ms per hop, {verdict(extra <= TARGET_MS)}")
+    errors = sum(runs.errors for runs in results.values())
+    lines += [
+        "",
+        f"Target: at most {TARGET_MS:.0f} ms per hop beyond the work itself, on loopback. " + "; ".join(verdicts) + ".",
+    ]
+    if errors:
+        lines.append(f"**{errors} run(s) gave a wrong answer or failed a round; they are left out.**")
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

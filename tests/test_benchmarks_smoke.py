@@ -1,0 +1,49 @@
+"""The benchmarks must keep running end to end; their figures go to docs/benchmarks.md and are never asserted.
+
+Each runs as `scripts/bench` runs it, as a subprocess, with a tiny duration
+and `--no-report`, so a test run leaves the docs alone. Both start at once:
+most of their time is process start-up, which overlaps well.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+SMOKE = {
+    "hop_cost": ["--duration", "1"],
+    "proxy": ["--duration", "0.2", "--no-install"],
+}
+
+
+@pytest.fixture(scope="module")
+def outputs() -> dict[str, tuple[int, str]]:
+    running = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", f"benchmarks.{name}", *flags, "--no-report"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, flags in SMOKE.items()
+    }
+    done = {}
+    for name, process in running.items():
+        try:
+            output, _ = process.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            process.kill()  # its clusters' processes are its children's: they get SIGTERM from nobody, so say so
+            output = f"{name} did not finish in 180 s\n{process.communicate()[0]}"
+        done[name] = (process.returncode, output)
+    return done
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SMOKE))
+def test_benchmark_runs_and_prints_a_table(outputs: dict[str, tuple[int, str]], name: str) -> None:
+    returncode, output = outputs[name]
+    assert returncode == 0, output
+    assert "|---" in output, output
+    assert "written to" not in output
