@@ -3,7 +3,9 @@
 `POST /mcp` is the SDK's stateless 2026-07-28 handler (no initialize, no
 session id). Beside it the host serves what an orchestrator needs:
 `/healthz` (alive), `/readyz` (ready for traffic; 503 while draining),
-`/metrics` (Prometheus) and `/admin/drain` / `/admin/undrain`.
+`/metrics` (Prometheus), and the operator's `/admin/...` endpoints (drain,
+key ring reload, state format). The proxy forwards only `/mcp`, so these are
+reachable only from where the workers are.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from mrtr_worker import rejections
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.headers import InstanceHeaders
-from mrtr_worker.keyring import KeyRing
+from mrtr_worker.keyring import KeyRing, KeyRingError
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.modern_only import ModernOnly
-from mrtr_worker.rounds import WorkerIdentity
+from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.server import build_mcp_server
 from mrtr_worker.state_codec import FleetStateCodec
+from mrtr_worker.state_layout import StateLayout
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ class Worker:
     """One worker instance: its identity, state codec, metrics, lifecycle and MCP server."""
 
     settings: WorkerSettings
-    identity: WorkerIdentity
+    identity: WorkerInstance
     codec: FleetStateCodec
     metrics: WorkerMetrics
     lifecycle: Lifecycle
@@ -48,9 +51,14 @@ class Worker:
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, ring: KeyRing) -> Worker:
-        identity = WorkerIdentity(instance_id=settings.instance_id, version=settings.version)
-        codec = FleetStateCodec(ring, max_token_bytes=settings.state_max_bytes)
+        layout = StateLayout(settings.version, settings.write_state_format)
+        identity = WorkerInstance(instance_id=settings.instance_id, version=settings.version, layout=layout)
         metrics = WorkerMetrics()
+        codec = FleetStateCodec(
+            ring,
+            max_token_bytes=settings.state_max_bytes,
+            observe=lambda operation, key: metrics.state_keys.labels(operation=operation, key=key).inc(),
+        )
         lifecycle = Lifecycle()
         engine = Engine(settings.shedding_settings(), lifecycle, metrics)
         return cls(
@@ -121,6 +129,41 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
         """Readiness turns false, computations hand back at their next step, the process exits once idle."""
         worker.drain()
         return {"draining": True, "in_flight": worker.lifecycle.busy_requests}
+
+    @app.get("/admin/state")
+    async def state_policy() -> dict[str, object]:
+        """What this instance reads and writes: state formats and keys (names only, never secrets)."""
+        layout, ring = worker.identity.layout, worker.codec.ring
+        return {
+            "version": worker.identity.version,
+            "readable_formats": sorted(layout.readable),
+            "write_format": layout.write_format,
+            "keys": ring.sealing_names(),
+            "primary_key": ring.primary,
+        }
+
+    @app.post("/admin/state-format")
+    async def set_state_format(write: int) -> JSONResponse:
+        """Contract (or expand back) the state layout this instance writes."""
+        try:
+            worker.identity.layout.set_write_format(write)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=409)
+        logger.info("now writing state format %s", write)
+        return JSONResponse(await state_policy())
+
+    @app.post("/admin/keyring/reload")
+    async def reload_keyring() -> JSONResponse:
+        """Re-read the key ring file (a rotation step); on any problem the current ring stays."""
+        if settings.keyring_file is None:
+            return JSONResponse({"error": "the ring comes from MRTR_WORKER_KEYRING; restart to change it"}, 409)
+        try:
+            ring = KeyRing.parse(settings.keyring_file.read_text())
+        except (KeyRingError, OSError) as exc:
+            return JSONResponse({"error": f"key ring not reloaded: {exc}"}, status_code=409)
+        worker.codec.use_ring(ring)
+        logger.info("key ring reloaded: keys %s, primary %s", ring.sealing_names(), ring.primary)
+        return JSONResponse(await state_policy())
 
     @app.post("/admin/undrain")
     async def undrain() -> dict[str, bool]:

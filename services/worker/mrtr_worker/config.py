@@ -16,6 +16,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from mrtr_worker.compute.policy import SheddingSettings
+from mrtr_worker.state_layout import READABLE_FORMATS
 
 KNOWN_PACKS = ("demo", "compute", "conformance")
 """Tool packs a worker can serve; `MRTR_WORKER_TOOL_PACKS` picks a subset."""
@@ -63,6 +64,8 @@ class WorkerSettings(BaseSettings):
         default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
     )
     log_level: str = "INFO"
+    write_state_format: int = Field(default=1, ge=1)
+    """State layout this instance writes (version 2 can write 2 once the whole fleet reads it)."""
 
     shedding: bool = True
     """Hand long computations back under load, on drain and after a time slice (see `compute.policy`)."""
@@ -82,6 +85,16 @@ class WorkerSettings(BaseSettings):
         if value not in SUPPORTED_VERSIONS:
             raise ValueError(f"must be one of {SUPPORTED_VERSIONS}")
         return value
+
+    @model_validator(mode="after")
+    def _writable_format(self) -> WorkerSettings:
+        readable = READABLE_FORMATS[self.version]
+        if self.write_state_format not in readable:
+            raise ValueError(
+                f"MRTR_WORKER_WRITE_STATE_FORMAT={self.write_state_format}: version {self.version} "
+                f"reads only {sorted(readable)}"
+            )
+        return self
 
     @field_validator("tool_packs")
     @classmethod

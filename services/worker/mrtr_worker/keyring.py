@@ -45,9 +45,13 @@ class KeyRing:
             if len(secret) < MIN_KEY_BYTES:
                 raise KeyRingError(f"key {name!r} has {len(secret)} bytes; at least {MIN_KEY_BYTES} needed")
 
+    def sealing_names(self) -> list[str]:
+        """Key names in the SDK's ring order: the primary first, then the rest."""
+        return [self.primary] + [name for name in self.keys if name != self.primary]
+
     def sealing_order(self) -> list[bytes]:
         """Secrets in the SDK's ring order: the primary first, then the rest."""
-        return [self.keys[self.primary]] + [s for n, s in self.keys.items() if n != self.primary]
+        return [self.keys[name] for name in self.sealing_names()]
 
     @classmethod
     def parse(cls, text: str) -> KeyRing:

@@ -40,6 +40,12 @@ class WorkerMetrics:
         self.state_rejections = Counter(
             "mrtr_worker_state_rejections", "Rejected requestState tokens by reason", ["reason"], registry=r
         )
+        self.state_keys = Counter(
+            "mrtr_worker_state_keys",
+            "requestState tokens sealed or opened, by key name (watch an old key fall to zero before retiring it)",
+            ["operation", "key"],
+            registry=r,
+        )
         self.computations = Gauge("mrtr_worker_computations", "Computations holding a slot", registry=r)
         self.compute_steps = Counter(
             "mrtr_worker_compute_steps", "Computation steps executed on this instance", ["tool"], registry=r

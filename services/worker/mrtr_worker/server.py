@@ -13,7 +13,7 @@ from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.observe import ObserveRequests
 from mrtr_worker.packs import PackEnv, Register
-from mrtr_worker.rounds import WorkerIdentity
+from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.state_codec import FleetStateCodec
 
 SERVER_NAME = "mrtr-worker"
@@ -34,7 +34,7 @@ def build_mcp_server(
     settings: WorkerSettings,
     codec: FleetStateCodec,
     metrics: WorkerMetrics,
-    identity: WorkerIdentity,
+    identity: WorkerInstance,
     engine: Engine,
     lifecycle: Lifecycle,
 ) -> MCPServer:

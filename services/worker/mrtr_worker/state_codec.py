@@ -1,45 +1,77 @@
-"""The fleet's `requestState` codec: the SDK's AES-GCM ring, a size limit, a live ring.
+"""The fleet's `requestState` codec: the SDK's AES-GCM ring, a size limit, a live ring, per-key counts.
 
 The SDK's `RequestStateBoundary` does the envelope (expiry, method, target,
 argument digest, principal, audience) and its `AESGCMRequestStateCodec` the
-crypto. Around them this adds two things the fleet needs:
+crypto. Around them this adds what a fleet needs:
 
 * an upper bound on the token size, checked before any decoding, so an
   oversized state costs nothing but a length comparison;
 * a ring that can be swapped while the process runs (key rotation), with
-  every seal and unseal using one consistent ring.
+  every seal and unseal using one consistent ring;
+* which named key sealed or opened each token, so an operator can see when
+  an old key stops being used before retiring it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 
 from mrtr_worker.keyring import KeyRing
 
 OVERSIZED = "oversized"
+_UNKNOWN_KEY = "unknown key"  # the SDK codec's reason when a token names a key it does not hold
+
+KeyObserver = Callable[[str, str], None]
+"""Called with (operation, key name) for every seal ("sealed") and successful unseal ("opened")."""
+
+
+class _Ring:
+    """One codec per named key: the primary seals, and a token opens under the key it names."""
+
+    def __init__(self, ring: KeyRing) -> None:
+        self.ring = ring
+        self.sealer = AESGCMRequestStateCodec([ring.keys[ring.primary]])
+        # Primary first: after a promotion, most tokens in flight name it.
+        self.openers = [(name, AESGCMRequestStateCodec([ring.keys[name]])) for name in ring.sealing_names()]
 
 
 class FleetStateCodec:
     """`RequestStateCodec` over a shared, replaceable key ring."""
 
-    def __init__(self, ring: KeyRing, *, max_token_bytes: int) -> None:
+    def __init__(self, ring: KeyRing, *, max_token_bytes: int, observe: KeyObserver | None = None) -> None:
         self._max_token_bytes = max_token_bytes
-        self._codec = AESGCMRequestStateCodec(ring.sealing_order())
-        self.ring = ring
+        self._observe = observe or (lambda operation, key: None)
+        self._ring = _Ring(ring)
+
+    @property
+    def ring(self) -> KeyRing:
+        return self._ring.ring
 
     def use_ring(self, ring: KeyRing) -> None:
-        """Switch to another ring; requests already past unseal are unaffected."""
-        self._codec = AESGCMRequestStateCodec(ring.sealing_order())
-        self.ring = ring
+        """Switch to another ring; a request already past unseal is unaffected."""
+        self._ring = _Ring(ring)
 
     def seal(self, payload: bytes) -> str:
-        token = self._codec.seal(payload)
+        current = self._ring
+        token = current.sealer.seal(payload)
         if len(token) > self._max_token_bytes:
             # A state the fleet itself would refuse must never reach a client.
             raise ValueError(f"sealed state of {len(token)} bytes exceeds the {self._max_token_bytes} limit")
+        self._observe("sealed", current.ring.primary)
         return token
 
     def unseal(self, token: str) -> bytes:
         if len(token) > self._max_token_bytes:
             raise InvalidRequestState(OVERSIZED)
-        return self._codec.unseal(token)
+        for name, opener in self._ring.openers:
+            try:
+                payload = opener.unseal(token)
+            except InvalidRequestState as exc:
+                if str(exc) == _UNKNOWN_KEY:
+                    continue  # a token names its key; try the next one in the ring
+                raise
+            self._observe("opened", name)
+            return payload
+        raise InvalidRequestState(_UNKNOWN_KEY)

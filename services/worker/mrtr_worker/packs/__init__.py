@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 
-from mrtr_worker.rounds import WorkerIdentity
+from mrtr_worker.rounds import WorkerInstance
 
 if TYPE_CHECKING:
     from mrtr_worker.compute.engine import Engine
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class PackEnv:
     """What a pack may know about the worker it is registered on."""
 
-    identity: WorkerIdentity
+    identity: WorkerInstance
     engine: Engine
 
 

@@ -1,0 +1,119 @@
+"""The plaintext layout inside `requestState`, and how it changes across worker versions.
+
+Two layouts exist:
+
+* format 1: `{"fmt": 1, "data": {...}, "hops": n, "visited": [[id, version], ...]}`
+* format 2: `{"fmt": 2, "data": {...}, "trace": {"hops": n, "visited": [...]}}`
+
+Version 1 reads and writes format 1 only. Version 2 reads both and writes
+format 1 until the whole fleet is on version 2 and an operator switches it
+(`POST /admin/state-format?write=2`): expand, then contract, so an old
+instance never meets a layout it cannot read. Version 2 also stamps
+`sealed_at` (a field version 1 does not know); every version carries fields
+it does not know forward untouched when it re-seals. A layout no instance
+reads gets a clear error asking the client to start again, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+READABLE_FORMATS: dict[int, frozenset[int]] = {1: frozenset({1}), 2: frozenset({1, 2})}
+"""State formats each worker version can read."""
+
+MAX_VISITED = 32
+"""Visited instances kept in the trace; older entries are dropped (the hop count stays exact)."""
+
+
+class UnreadableState(MCPError):
+    """A state this worker cannot interpret: the client must start the call again."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            code=INVALID_PARAMS,
+            message=f"requestState not understood ({detail}); start the call again without it",
+            data={"reason": "unreadable_request_state", "restart": True},
+        )
+
+
+@dataclass
+class Trace:
+    """Rounds this request has ended so far and the instances that served them."""
+
+    hops: int = 0
+    visited: list[list[Any]] = field(default_factory=list)
+
+    def record(self, instance_id: str, version: int) -> None:
+        self.hops += 1
+        self.visited.append([instance_id, version])
+        del self.visited[:-MAX_VISITED]
+
+
+@dataclass(frozen=True)
+class Decoded:
+    fmt: int
+    data: dict[str, Any]
+    trace: Trace
+    extra: dict[str, Any]
+    """Top-level fields this worker does not interpret, carried forward on re-seal."""
+
+
+class StateLayout:
+    """Reads the formats a worker version understands; writes the one currently chosen."""
+
+    def __init__(self, version: int, write_format: int = 1) -> None:
+        self.version = version
+        self.readable = READABLE_FORMATS[version]
+        self.write_format = 1
+        self.set_write_format(write_format)
+
+    def set_write_format(self, fmt: int) -> None:
+        """Switch the layout written from now on (the contract step of a rollout)."""
+        if fmt not in self.readable:
+            raise ValueError(
+                f"version {self.version} cannot write state format {fmt}; it reads {sorted(self.readable)}"
+            )
+        self.write_format = fmt
+
+    def encode(self, data: Mapping[str, Any], trace: Trace, extra: Mapping[str, Any]) -> str:
+        doc: dict[str, Any] = dict(extra)
+        if self.version >= 2:
+            doc["sealed_at"] = round(time.time(), 3)
+        if self.write_format == 1:
+            doc.pop("trace", None)
+            doc.update(fmt=1, data=dict(data), hops=trace.hops, visited=trace.visited)
+        else:
+            doc.pop("hops", None)
+            doc.pop("visited", None)
+            doc.update(fmt=2, data=dict(data), trace={"hops": trace.hops, "visited": trace.visited})
+        return json.dumps(doc, separators=(",", ":"))
+
+    def decode(self, plaintext: str | None) -> Decoded:
+        if plaintext is None:
+            return Decoded(self.write_format, {}, Trace(), {})
+        try:
+            doc = json.loads(plaintext)
+            fmt = doc.pop("fmt")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise UnreadableState("malformed plaintext") from None
+        if fmt not in self.readable:
+            raise UnreadableState(f"state format {fmt!r}; worker version {self.version} reads {sorted(self.readable)}")
+        try:
+            data = doc.pop("data")
+            if fmt == 1:
+                hops, visited = doc.pop("hops"), doc.pop("visited")
+            else:
+                trace = doc.pop("trace")
+                hops, visited = trace["hops"], trace["visited"]
+        except (KeyError, TypeError):
+            raise UnreadableState("malformed plaintext") from None
+        if not isinstance(data, dict) or not isinstance(hops, int) or not isinstance(visited, list):
+            raise UnreadableState("malformed plaintext")
+        return Decoded(fmt, data, Trace(hops=hops, visited=visited), doc)
