@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from mrtr_cluster.process import LOOPBACK, ManagedProcess, NotReady, WorkerSpec, free_port
+from mrtr_cluster.process import LOOPBACK, ManagedProcess, NotReady, WorkerSpec, free_port, sample_value
 from mrtr_worker.keyring import new_ring
 
 DEFAULT_PACKS = ("demo", "compute", "conformance")
@@ -168,14 +168,7 @@ class LocalCluster:
 
     def worker_metric(self, instance_id: str, name: str, **labels: str) -> float:
         """The value of one Prometheus sample of one worker (0 if absent)."""
-        from prometheus_client.parser import text_string_to_metric_families
-
-        text = self._http.get(f"{self.workers[instance_id].url}/metrics").text
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    return float(sample.value)
-        return 0.0
+        return sample_value(self._http.get(f"{self.workers[instance_id].url}/metrics").text, name, **labels)
 
     # --- internals ---------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 LOOPBACK = "127.0.0.1"
 
@@ -27,6 +28,15 @@ def free_port() -> int:
         sock.bind((LOOPBACK, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def sample_value(metrics_text: str, name: str, **labels: str) -> float:
+    """One sample from a Prometheus text page (0 if absent)."""
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
 
 
 class NotReady(RuntimeError):
