@@ -10,6 +10,8 @@ from pathlib import Path
 from types import FrameType
 
 from mrtr_cluster.cluster import DEFAULT_PACKS, ClusterConfig, LocalCluster
+from mrtr_cluster.control import ControlServer
+from mrtr_cluster.fleet import LocalFleet
 from mrtr_cluster.process import NotReady
 
 
@@ -53,14 +55,19 @@ def main(argv: list[str] | None = None) -> int:
     except NotReady as exc:
         print(f"cluster: {exc}", file=sys.stderr)
         return 1
+    control = ControlServer(LocalFleet(cluster)).start()
+    (config.work_dir / "control.url").write_text(control.url)
     try:
         workers = ", ".join(f"{h.instance_id} v{h.spec.version} {h.url}" for h in cluster.workers.values())
         print(f"MCP endpoint: {cluster.mcp_url}\nworkers: {workers}\nlogs: {config.work_dir / 'logs'}", flush=True)
+        print(f"control: {control.url}  (scripts/rolling-upgrade uses it)", flush=True)
         print("try: .venv/bin/mrtr-call link_accounts   (Ctrl-C stops the cluster)", flush=True)
         if args.url_file is not None:
             args.url_file.write_text(cluster.mcp_url)
         stop.wait()
     finally:
+        control.stop()
+        (config.work_dir / "control.url").unlink(missing_ok=True)
         cluster.stop()
     return 0
 

@@ -140,6 +140,7 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
             "write_format": layout.write_format,
             "keys": ring.sealing_names(),
             "primary_key": ring.primary,
+            "state_ttl_seconds": settings.state_ttl_seconds,
         }
 
     @app.post("/admin/state-format")
