@@ -1,6 +1,7 @@
 """The compose cluster, end to end through its published ports (run by `scripts/compose-e2e`).
 
-Order matters: the stop test removes a worker and the scale test brings the fleet to five.
+Order matters: the stop test removes a worker, the scale test brings the fleet to five, and the
+rolling upgrade replaces all five by version 2.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import httpx
 import pytest
 
 from mrtr_client import CallResult, Client, ScriptedInputs
+from mrtr_cluster.compose_fleet import ComposeFleet
+from mrtr_cluster.upgrade import RollingUpgrade
 from mrtr_worker.compute.primes import KNOWN_COUNTS
-from tests.compose.conftest import ServiceContainers, compose, container_ip, lb_backends, wait_for
+from tests.compose.conftest import ROOT, ServiceContainers, compose, container_ip, lb_backends, wait_for
 
 LOGINS = {"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}}
 PRIORITY_AFTER_HOPS = 4  # the workers' default: after this many hand-backs a request is not shed again
@@ -103,3 +106,36 @@ def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
     assert len(seen) == 5
     proxy.reload()
     assert proxy.attrs["State"]["StartedAt"] == started_at, "the proxy must not have been restarted"
+
+
+def test_a_rolling_upgrade_of_the_compose_cluster_under_load_loses_nothing(lb_url: str, project: str) -> None:
+    fleet = ComposeFleet(ROOT, project, lb_url)
+    stop = threading.Event()
+    results: list[Any] = []
+
+    def load(kind: str) -> None:
+        with Client(f"{lb_url}/mcp", ScriptedInputs(forms={**LOGINS, "microsoft_login": {"name": "ms"}})) as client:
+            while not stop.is_set():
+                try:
+                    if kind == "compute":
+                        done = client.call_tool("count_primes", {"limit": 100_000_000})
+                        results.append(done.structured == {"count": KNOWN_COUNTS[100_000_000]} or done)
+                    else:
+                        done = client.call_tool("link_accounts")
+                        results.append((not done.trace.reasked and bool(done.structured["linked"])) or done)
+                except Exception as exc:
+                    results.append(exc)
+
+    threads = [threading.Thread(target=load, args=(kind,)) for kind in ("compute", "login", "login")]
+    for thread in threads:
+        thread.start()
+    try:
+        steps = RollingUpgrade(fleet).upgrade()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(180)
+    assert {w.version for w in fleet.workers()} == {2}
+    assert [s.name for s in steps][-3:] == ["contract-format", "promote-key", "retire-key"]
+    assert results, "load ran during the upgrade"
+    assert [r for r in results if r is not True] == []
