@@ -1,0 +1,181 @@
+"""The walkthrough's report: figures from Locust's per-request events and the upgrade steps.
+
+Inputs are the JSON lines Locust writes (one per logical request, see
+loadtest/README.md) and the steps of the rolling upgrade; outputs are
+`summary.json`, `summary.md` and `timeline.png`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SHED_REASONS = ("admission", "pressure", "slice", "drain")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    events: list[dict[str, Any]]
+    steps: list[dict[str, Any]]
+    started: float
+    ended: float
+    locust_exit_code: int | None
+
+
+def load_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def summarize(inputs: Inputs) -> dict[str, Any]:
+    events = inputs.events
+    hand_backs: Counter[str] = Counter()
+    rounds: Counter[str] = Counter()
+    for event in events:
+        for hop in event["hops"]:
+            rounds[hop["reason"]] += 1
+            if hop["reason"] in SHED_REASONS:
+                hand_backs[hop["reason"]] += 1
+    retire = next((s for s in inputs.steps if s["name"] == "retire-key"), None)
+    final_versions = Counter(str(e["hops"][-1]["version"]) for e in events if e["ok"] and e["hops"])
+    return {
+        "requests": len(events),
+        "failures": sum(1 for e in events if not e["ok"] and not e["wrong"]),
+        "wrong_answers": sum(1 for e in events if e["wrong"]),
+        "reasked_questions": sum(len(e["reasked"]) for e in events),
+        "requests_both_versions": sum(1 for e in events if {"1", "2"} <= {str(v) for v in e["versions"]}),
+        "old_key_states_accepted": retire["detail"].get("old_key_states_accepted_after_promotion") if retire else None,
+        "hand_backs": dict(hand_backs),
+        "rounds_by_end": dict(rounds),
+        "completed_by_version": dict(final_versions),
+        "duration_s": round(inputs.ended - inputs.started, 1),
+        "locust_exit_code": inputs.locust_exit_code,
+        "steps": [
+            {
+                "name": s["name"],
+                "at_s": round(s["started"] - inputs.started, 1),
+                "took_s": round(s["ended"] - s["started"], 1),
+            }
+            for s in inputs.steps
+        ],
+    }
+
+
+def verdict(summary: dict[str, Any]) -> list[str]:
+    """What went wrong, if anything (empty: the run proves the point)."""
+    problems = [f"{key} = {summary[key]}" for key in ("failures", "wrong_answers", "reasked_questions") if summary[key]]
+    if not summary["requests"]:
+        problems.append("no request completed")
+    if not summary["requests_both_versions"]:
+        problems.append("no request visited both versions")
+    if summary["locust_exit_code"] not in (0, None):
+        problems.append(f"Locust exited with {summary['locust_exit_code']}")
+    return problems
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    rows = [
+        ("requests", summary["requests"]),
+        ("failures", summary["failures"]),
+        ("wrong answers", summary["wrong_answers"]),
+        ("requests that visited both versions", summary["requests_both_versions"]),
+        ("questions re-asked", summary["reasked_questions"]),
+        ("old-key states still accepted after the promotion", summary["old_key_states_accepted"]),
+    ]
+    hand_backs = ", ".join(f"{k} {v}" for k, v in sorted(summary["hand_backs"].items())) or "none"
+    rounds = ", ".join(f"{k} {v}" for k, v in sorted(summary["rounds_by_end"].items()))
+    steps = "\n".join(f"| {s['at_s']:.1f} s | {s['name']} | {s['took_s']:.1f} s |" for s in summary["steps"])
+    problems = verdict(summary)
+    return "\n".join(
+        [
+            "# Rolling upgrade walkthrough",
+            "",
+            "| figure | value |",
+            "|---|---:|",
+            *(f"| {name} | {value} |" for name, value in rows),
+            "",
+            f"Hand-backs (rounds ended with only a requestState), by reason: {hand_backs}.",
+            f"All rounds, by how they ended: {rounds}.",
+            f"Completed by version: {summary['completed_by_version']}. Run length: {summary['duration_s']} s.",
+            "",
+            "| at | upgrade step | took |",
+            "|---:|---|---:|",
+            steps,
+            "",
+            "![timeline](timeline.png)",
+            "",
+            "**Verdict:** "
+            + ("nothing lost, nothing asked twice, nothing wrong." if not problems else "; ".join(problems)),
+            "",
+        ]
+    )
+
+
+def plot(inputs: Inputs, path: Path) -> None:
+    """Throughput per version and per instance, hand-backs by reason and errors over time, steps marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t0 = inputs.started
+    span = max(1, int(inputs.ended - t0) + 1)
+    by_version: dict[str, list[int]] = defaultdict(lambda: [0] * span)
+    by_instance: dict[str, list[int]] = defaultdict(lambda: [0] * span)
+    by_reason: dict[str, list[int]] = defaultdict(lambda: [0] * span)
+    errors = [0] * span
+    for event in inputs.events:
+        second = min(span - 1, max(0, int(event["end"] - t0)))
+        if not event["ok"]:
+            errors[second] += 1
+            continue
+        last = event["hops"][-1] if event["hops"] else {}
+        by_version[f"v{last.get('version')}"][second] += 1
+        by_instance[str(last.get("instance"))][second] += 1
+        at = event["start"]
+        for hop in event["hops"]:
+            at += hop["ms"] / 1000
+            if hop["reason"] in SHED_REASONS:
+                by_reason[hop["reason"]][min(span - 1, max(0, int(at - t0)))] += 1
+
+    seconds = list(range(span))
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(11, 8.5), sharex=True)
+    for name, series in sorted(by_version.items()):
+        ax1.plot(seconds, series, linewidth=2.2, label=f"completed by {name}")
+    for name, series in sorted(by_instance.items()):
+        ax1.plot(seconds, series, linewidth=0.8, alpha=0.5, linestyle=":", label=name)
+    ax1.set_ylabel("requests / s")
+    ax1.set_title("Throughput per version (thick) and per instance (dotted)")
+    ax1.legend(fontsize=7, ncol=4, loc="upper left")
+    for reason, series in sorted(by_reason.items()):
+        ax2.plot(seconds, series, label=reason)
+    ax2.set_ylabel("hand-backs / s")
+    ax2.set_title("Rounds handed back to the client, by reason")
+    ax2.legend(fontsize=8, loc="upper left")
+    ax3.bar(seconds, errors, color="crimson")
+    ax3.set_ylabel("errors / s")
+    ax3.set_title(f"Failed or wrong requests (total {sum(errors)})")
+    ax3.set_xlabel("seconds since the load started")
+    top = ax1.get_ylim()[1]
+    for n, step in enumerate(inputs.steps):
+        x = step["started"] - t0
+        for ax in (ax1, ax2, ax3):
+            ax.axvline(x, color="grey", linewidth=0.8, linestyle="--")
+        # Staggered heights: steps that follow each other closely stay readable.
+        ax1.annotate(step["name"], (x, top * (0.95 - 0.12 * (n % 4))), fontsize=7, ha="left", color="dimgrey")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(inputs: Inputs, out: Path) -> dict[str, Any]:
+    summary = summarize(inputs)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "summary.md").write_text(markdown(summary))
+    plot(inputs, out / "timeline.png")
+    return summary
