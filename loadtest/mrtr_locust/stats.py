@@ -1,0 +1,234 @@
+"""The suite's own statistics: how MRTR requests travelled, mergeable across Locust workers.
+
+One `RequestRecord` per logical request (a call driven through all its
+rounds). `MrtrStats` counts them; `to_wire`/`merge_wire` carry the counts from
+Locust workers to the master (`report_to_master`/`worker_report`), as deltas.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from locust.stats import bucket_response_time, calculate_response_time_percentile
+
+from loadtest.mrtr_locust.recorder import HopRecord
+
+SHED_REASONS = frozenset({"admission", "pressure", "slice", "drain"})
+"""Round ends where the server handed work back with no question (the client retried at once)."""
+
+PERCENTILES = (0.5, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What one logical request did; `as_json` is the events file's line."""
+
+    user_class: str
+    name: str
+    start: float
+    end: float
+    ok: bool
+    wrong: bool
+    error: str | None
+    error_kind: str | None
+    questions: list[str]
+    reasked: list[str]
+    hops: list[HopRecord]
+
+    @property
+    def ms(self) -> float:
+        return (self.end - self.start) * 1000
+
+    @property
+    def instances(self) -> list[str]:
+        return list(dict.fromkeys(h.instance for h in self.hops if h.instance is not None))
+
+    @property
+    def versions(self) -> list[str]:
+        return list(dict.fromkeys(h.version for h in self.hops if h.version is not None))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "user_class": self.user_class,
+            "name": self.name,
+            "ok": self.ok,
+            "wrong": self.wrong,
+            "error": self.error,
+            "questions": self.questions,
+            "reasked": self.reasked,
+            "hops": [hop.as_json() for hop in self.hops],
+            "instances": self.instances,
+            "versions": self.versions,
+        }
+
+
+@dataclass
+class Latency:
+    """Requests, failures and a response-time histogram (Locust's buckets) for one user class or name."""
+
+    requests: int = 0
+    failures: int = 0
+    wrong_answers: int = 0
+    total_ms: float = 0.0
+    max_ms: float = 0.0
+    buckets: Counter[int] = field(default_factory=Counter)
+
+    def add(self, ms: float, *, failed: bool, wrong: bool) -> None:
+        self.requests += 1
+        self.failures += failed
+        self.wrong_answers += wrong
+        self.total_ms += ms
+        self.max_ms = max(self.max_ms, ms)
+        self.buckets[bucket_response_time(ms)] += 1
+
+    def percentile(self, fraction: float) -> float | None:
+        if not self.requests:
+            return None
+        bucketed = float(calculate_response_time_percentile(dict(self.buckets), self.requests, fraction))
+        return min(bucketed, round(self.max_ms, 1))  # a bucket's rounding may overshoot the largest sample
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "failures": self.failures,
+            "wrong_answers": self.wrong_answers,
+            "total_ms": self.total_ms,
+            "max_ms": self.max_ms,
+            "buckets": {str(ms): n for ms, n in self.buckets.items()},
+        }
+
+    def merge_wire(self, data: Mapping[str, Any]) -> None:
+        self.requests += int(data["requests"])
+        self.failures += int(data["failures"])
+        self.wrong_answers += int(data["wrong_answers"])
+        self.total_ms += float(data["total_ms"])
+        self.max_ms = max(self.max_ms, float(data["max_ms"]))
+        for ms, n in data["buckets"].items():
+            self.buckets[int(ms)] += int(n)
+
+    def summary(self) -> dict[str, Any]:
+        p50, p95, p99 = (self.percentile(f) for f in PERCENTILES)
+        return {
+            "requests": self.requests,
+            "failures": self.failures,
+            "wrong_answers": self.wrong_answers,
+            "mean_ms": round(self.total_ms / self.requests, 1) if self.requests else None,
+            "p50_ms": p50,
+            "p95_ms": p95,
+            "p99_ms": p99,
+            "max_ms": round(self.max_ms, 1),
+        }
+
+
+_COUNTS = (
+    "requests",
+    "failures",
+    "failed_requests",
+    "wrong_answers",
+    "reasked_questions",
+    "requests_with_reasked",
+    "requests_both_versions",
+    "requests_shed",
+    "hops",
+    "questions",
+)
+_COUNTERS = (
+    "hops_histogram",
+    "end_reasons",
+    "instances_per_request",
+    "versions_per_request",
+    "instances_seen",
+    "instance_hops",
+    "versions_seen",
+    "version_hops",
+    "questions_by_key",
+    "failure_kinds",
+)
+
+
+class MrtrStats:
+    """Counts over logical requests. Counter keys are strings so they travel (msgpack) and dump (JSON) as is."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.counters: dict[str, Counter[str]] = {}
+        self.by_class: dict[str, Latency] = {}
+        self.by_name: dict[str, Latency] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self.counts = dict.fromkeys(_COUNTS, 0)
+        self.counters = {name: Counter() for name in _COUNTERS}
+        self.by_class = {}
+        self.by_name = {}
+
+    def record(self, rec: RequestRecord) -> None:
+        c, k = self.counts, self.counters
+        c["requests"] += 1
+        c["failures"] += not rec.ok
+        c["wrong_answers"] += rec.wrong
+        c["failed_requests"] += not rec.ok and not rec.wrong
+        c["reasked_questions"] += len(rec.reasked)
+        c["requests_with_reasked"] += bool(rec.reasked)
+        c["hops"] += len(rec.hops)
+        c["questions"] += len(rec.questions)
+        versions, instances = rec.versions, rec.instances
+        c["requests_both_versions"] += len(versions) >= 2
+        c["requests_shed"] += any(h.reason in SHED_REASONS for h in rec.hops)
+        k["hops_histogram"][str(len(rec.hops))] += 1
+        k["instances_per_request"][str(len(instances))] += 1
+        k["versions_per_request"][str(len(versions))] += 1
+        k["end_reasons"].update(h.reason for h in rec.hops)
+        k["instances_seen"].update(instances)
+        k["versions_seen"].update(versions)
+        k["instance_hops"].update(h.instance for h in rec.hops if h.instance is not None)
+        k["version_hops"].update(h.version for h in rec.hops if h.version is not None)
+        k["questions_by_key"].update(rec.questions)
+        if rec.error_kind is not None:
+            k["failure_kinds"][rec.error_kind] += 1
+        for table, key in ((self.by_class, rec.user_class), (self.by_name, rec.name)):
+            table.setdefault(key, Latency()).add(rec.ms, failed=not rec.ok, wrong=rec.wrong)
+
+    # --- distributed mode --------------------------------------------------------------------------
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "counts": dict(self.counts),
+            "counters": {name: dict(counter) for name, counter in self.counters.items()},
+            "by_class": {key: lat.to_wire() for key, lat in self.by_class.items()},
+            "by_name": {key: lat.to_wire() for key, lat in self.by_name.items()},
+        }
+
+    def take(self) -> dict[str, Any]:
+        """The counts since the last take, and start counting afresh (a worker's report to the master)."""
+        wire = self.to_wire()
+        self.reset()
+        return wire
+
+    def merge_wire(self, data: Mapping[str, Any]) -> None:
+        for name, value in data.get("counts", {}).items():
+            self.counts[name] = self.counts.get(name, 0) + int(value)
+        for name, values in data.get("counters", {}).items():
+            self.counters.setdefault(name, Counter()).update({str(k): int(v) for k, v in values.items()})
+        for attr in ("by_class", "by_name"):
+            table: dict[str, Latency] = getattr(self, attr)
+            for key, lat in data.get(attr, {}).items():
+                table.setdefault(key, Latency()).merge_wire(lat)
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def counter(self, name: str) -> dict[str, int]:
+        return dict(sorted(self.counters[name].items(), key=_natural))
+
+    def mean_hops(self) -> float:
+        return self.counts["hops"] / self.counts["requests"] if self.counts["requests"] else 0.0
+
+
+def _natural(item: tuple[str, int]) -> tuple[int, str]:
+    key = item[0]
+    return (int(key), "") if key.isdigit() else (1 << 30, key)
