@@ -64,8 +64,11 @@ def linked_accounts(done: CallResult, scripted: Mapping[str, str]) -> None:
     """The SEP's login scenario on a fleet of mixed versions.
 
     Right means: `linked` holds every login the version that completed the
-    call (the last hop's) needs, each value is the scripted answer, and the
-    questions asked are exactly the keys of `linked`, each once.
+    call (the last hop's) needs, each value is the scripted answer, and every
+    linked login was asked. A question asked by version 2 (Microsoft) whose
+    answer reached a version 1 instance that then completed is not linked:
+    version 1 does not link that account, and that is its correct answer. No
+    question may be asked twice (checked separately, as a re-asked question).
     """
     if done.is_error:
         raise WrongAnswer(f"tool error: {done.text[:120]}")
@@ -83,9 +86,13 @@ def linked_accounts(done: CallResult, scripted: Mapping[str, str]) -> None:
     wrong_values = sorted(key for key, value in linked.items() if scripted.get(key) != value)
     if wrong_values:
         raise WrongAnswer(f"linked values differ from the answers given: {', '.join(wrong_values)}")
-    asked = sorted(q.key for q in done.trace.questions)
-    if asked != sorted(linked):
-        raise WrongAnswer(f"v{version} completed: asked {asked}, linked {sorted(linked)}")
+    asked = {q.key for q in done.trace.questions}
+    never_asked = sorted(set(linked) - asked)
+    if never_asked:
+        raise WrongAnswer(f"v{version} linked {never_asked} without asking")
+    unused = sorted(asked - set(linked))
+    if any(key in needed for key in unused):
+        raise WrongAnswer(f"v{version} completed: asked {sorted(asked)}, linked {sorted(linked)}")
 
 
 def prompt_messages(done: CallResult, expected: list[dict[str, Any]]) -> None:

@@ -213,11 +213,6 @@ def test_the_login_scenario_on_mixed_versions_loses_nothing_and_asks_nothing_twi
         _check_event_line(event)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="worker: when v2 asks microsoft_login and a v1 worker serves the answer, v1 completes without it "
-    "(the user answered a question whose answer was dropped); reported, not fixed here",
-)
 def test_the_login_scenario_on_mixed_versions_gives_only_right_answers(runs: dict[str, Run]) -> None:
     summary = runs["login"].summary()
     assert summary["wrong_answers"] == 0, [e["error"] for e in runs["login"].events() if e["wrong"]][:3]
