@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -72,6 +73,7 @@ def run(fleet: Fleet, url: str, out: Path, duration: int, users: int) -> int:
     try:
         print(f"walkthrough: load running against {url}; waiting for traffic before upgrading", flush=True)
         _wait_for_traffic(out / "events.jsonl", locust, at_least=10, timeout=duration / 3)
+        time.sleep(max(0.0, started + duration / 4 - time.time()))  # a quarter of the run on v1 alone, for the picture
         print("walkthrough: rolling upgrade v1 -> v2", flush=True)
         RollingUpgrade(fleet, state_ttl=STATE_TTL, new_key="v2", on_step=show).upgrade()
         print("walkthrough: upgrade done; letting the load run to its end", flush=True)
@@ -106,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         url = f"http://127.0.0.1:{os.environ.get('MRTR_PORT', '8080')}"
         return run(ComposeFleet(ROOT, project, url), url, args.out, duration, args.users)
 
-    config = ClusterConfig(workers=3, port=0, work_dir=args.out / "cluster", worker_env=dict(WORKER_ENV))
+    work_dir = args.out / "cluster"
+    shutil.rmtree(work_dir, ignore_errors=True)  # a fresh fleet and key ring every run
+    config = ClusterConfig(workers=3, port=0, work_dir=work_dir, worker_env=dict(WORKER_ENV))
     with LocalCluster(config) as cluster:
         print(f"walkthrough: local cluster of 3 v1 workers at {cluster.mcp_url}", flush=True)
         return run(LocalFleet(cluster), cluster.url, args.out, duration, args.users)

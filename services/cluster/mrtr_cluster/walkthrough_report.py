@@ -48,7 +48,9 @@ def summarize(inputs: Inputs) -> dict[str, Any]:
         "wrong_answers": sum(1 for e in events if e["wrong"]),
         "reasked_questions": sum(len(e["reasked"]) for e in events),
         "requests_both_versions": sum(1 for e in events if {"1", "2"} <= {str(v) for v in e["versions"]}),
-        "old_key_states_accepted": retire["detail"].get("old_key_states_accepted_after_promotion") if retire else None,
+        "old_key_states_accepted": (
+            int(retire["detail"]["old_key_states_accepted_after_promotion"]) if retire else None
+        ),
         "hand_backs": dict(hand_backs),
         "rounds_by_end": dict(rounds),
         "completed_by_version": dict(final_versions),
@@ -150,19 +152,20 @@ def plot(inputs: Inputs, path: Path) -> None:
         ax1.plot(seconds, series, linewidth=0.8, alpha=0.5, linestyle=":", label=name)
     ax1.set_ylabel("requests / s")
     ax1.set_title("Throughput per version (thick) and per instance (dotted)")
-    ax1.legend(fontsize=7, ncol=4, loc="upper left")
+    ax1.legend(fontsize=7, ncol=4, loc="lower left")
     for reason, series in sorted(by_reason.items()):
         ax2.plot(seconds, series, label=reason)
     ax2.set_ylabel("hand-backs / s")
     ax2.set_title("Rounds handed back to the client, by reason")
     ax2.legend(fontsize=8, loc="upper left")
     ax3.bar(seconds, errors, color="crimson")
+    ax3.set_ylim(bottom=0, top=max(1, max(errors)))
     ax3.set_ylabel("errors / s")
     ax3.set_title(f"Failed or wrong requests (total {sum(errors)})")
     ax3.set_xlabel("seconds since the load started")
     top = ax1.get_ylim()[1]
     for n, step in enumerate(inputs.steps):
-        x = step["started"] - t0
+        x = step["ended"] - t0  # the moment the step took effect (a drain done, a key retired)
         for ax in (ax1, ax2, ax3):
             ax.axvline(x, color="grey", linewidth=0.8, linestyle="--")
         # Staggered heights: steps that follow each other closely stay readable.
