@@ -17,9 +17,9 @@ from docker.models.containers import Container
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def compose(*args: str) -> None:
+def compose(*args: str, env: dict[str, str] | None = None) -> None:
     """Run `docker compose ARGS` in the repository (the project name comes from the environment)."""
-    subprocess.run(["docker", "compose", *args], cwd=ROOT, check=True)
+    subprocess.run(["docker", "compose", *args], cwd=ROOT, check=True, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,9 @@ rolling upgrade replaces all five by version 2.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -130,7 +132,7 @@ def test_a_rolling_upgrade_of_the_compose_cluster_under_load_loses_nothing(lb_ur
     for thread in threads:
         thread.start()
     try:
-        steps = RollingUpgrade(fleet).upgrade()
+        steps = RollingUpgrade(fleet, new_key=f"e2e-{int(time.time())}").upgrade()
     finally:
         stop.set()
         for thread in threads:
@@ -139,3 +141,36 @@ def test_a_rolling_upgrade_of_the_compose_cluster_under_load_loses_nothing(lb_ur
     assert [s.name for s in steps][-3:] == ["contract-format", "promote-key", "retire-key"]
     assert results, "load ran during the upgrade"
     assert [r for r in results if r is not True] == []
+
+
+def test_the_locust_suite_runs_distributed_in_the_loadtest_profile() -> None:
+    compose(
+        "--profile", "loadtest", "up", "-d", "locust-master", "locust-worker", env={"MRTR_LOCUSTFILE": "locustfile.py"}
+    )
+    ui = f"http://127.0.0.1:{os.environ.get('MRTR_LOCUST_PORT', '8089')}"
+
+    def stats() -> dict[str, Any]:
+        try:
+            body: dict[str, Any] = httpx.get(f"{ui}/stats/requests", timeout=5).json()
+        except (httpx.HTTPError, ValueError):
+            return {}
+        return body
+
+    wait_for(lambda: stats().get("worker_count") == 2, "the Locust master to see its two workers")
+    started = httpx.post(f"{ui}/swarm", data={"user_count": 4, "spawn_rate": 2, "host": "http://lb:8080"}, timeout=10)
+    assert started.json()["success"] is True
+
+    def summary() -> dict[str, Any]:
+        body: dict[str, Any] = httpx.get(f"{ui}/mrtr/summary.json", timeout=5).json()
+        return body
+
+    try:
+        wait_for(lambda: summary()["requests"] >= 20, "the workers' MRTR figures on the master", timeout=120)
+        figures = summary()
+        errors = stats().get("errors", [])
+    finally:
+        httpx.post(f"{ui}/stop", timeout=10)
+    assert figures["failures"] == 0, errors
+    assert figures["wrong_answers"] == 0
+    assert figures["reasked_questions"] == 0
+    assert stats()["worker_count"] == 2

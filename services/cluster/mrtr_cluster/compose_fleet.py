@@ -5,6 +5,12 @@ never recreating the others) and waits until the container is healthy and in
 the proxy's rotation; draining one stops its container (SIGTERM: the worker
 hands its computations back and exits) and removes it. The key ring file is
 the compose secret, bind-mounted into every worker.
+
+Compose keeps a desired state (`replicas: ${MRTR_WORKERS:-3}` of `worker`):
+after every change the fleet writes the new counts (`MRTR_WORKERS`,
+`MRTR_V2_WORKERS`) into the project's `.env`, so a later `docker compose up`
+keeps the upgraded fleet instead of bringing version 1 back beside it (which
+would meet states in a layout it cannot read).
 """
 
 from __future__ import annotations
@@ -59,14 +65,23 @@ class ComposeFleet:
             raise NotReady(f"expected one new {service} container, found {len(new)}")
         worker = self._as_worker(new[0])
         self._wait_in_rotation(worker.admin_url)
+        self._persist_counts()
         return worker
 
     def drain_worker(self, instance_id: str) -> None:
         container = self._engine.containers.get(instance_id)
         container.stop(timeout=30)
         container.remove()
+        self._persist_counts()
 
     # --- helpers ---------------------------------------------------------------------------------------
+
+    def _persist_counts(self) -> None:
+        counts = {
+            "MRTR_WORKERS": len(self._containers("worker")),
+            "MRTR_V2_WORKERS": len(self._containers("worker-v2")),
+        }
+        update_env_file(self._root / ".env", {key: str(value) for key, value in counts.items()})
 
     def _containers(self, service: str) -> list[Container]:
         labels = [f"com.docker.compose.project={self._project}", f"com.docker.compose.service={service}"]
@@ -87,3 +102,10 @@ class ComposeFleet:
                 return
             time.sleep(0.1)
         raise NotReady(f"{url} not in the proxy's rotation after {timeout:.0f}s")
+
+
+def update_env_file(path: Path, values: dict[str, str]) -> None:
+    """Set `KEY=value` lines in a compose `.env` file, keeping every other line as it is."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    kept = [line for line in lines if line.split("=", 1)[0].strip() not in values]
+    path.write_text("\n".join([*kept, *(f"{key}={value}" for key, value in values.items())]) + "\n")
