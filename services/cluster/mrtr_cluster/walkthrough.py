@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from mrtr_cluster.cluster import ClusterConfig, LocalCluster
-from mrtr_cluster.compose_fleet import ComposeFleet
+from mrtr_cluster.compose_fleet import ComposeFleet, update_env_file
 from mrtr_cluster.fleet import Fleet, LocalFleet
 from mrtr_cluster.upgrade import RollingUpgrade, Step, step_record
 from mrtr_cluster.walkthrough_report import Inputs, load_events, verdict, write_report
@@ -75,7 +75,8 @@ def run(fleet: Fleet, url: str, out: Path, duration: int, users: int) -> int:
         _wait_for_traffic(out / "events.jsonl", locust, at_least=10, timeout=duration / 3)
         time.sleep(max(0.0, started + duration / 4 - time.time()))  # a quarter of the run on v1 alone, for the picture
         print("walkthrough: rolling upgrade v1 -> v2", flush=True)
-        RollingUpgrade(fleet, state_ttl=STATE_TTL, new_key="v2", on_step=show).upgrade()
+        new_key = time.strftime("v2-%Y%m%d-%H%M%S")  # a ring may already hold an earlier run's key
+        RollingUpgrade(fleet, state_ttl=STATE_TTL, new_key=new_key, on_step=show).upgrade()
         print("walkthrough: upgrade done; letting the load run to its end", flush=True)
         exit_code = locust.wait(duration + 120)
     finally:
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         project = os.environ.get("COMPOSE_PROJECT_NAME") or re.sub(r"[^a-z0-9_-]", "", ROOT.name.lower())
         env = {**os.environ, "MRTR_STATE_TTL_SECONDS": str(STATE_TTL), "MRTR_MAX_SLICE_MS": "500"}
         subprocess.run(["docker", "compose", "down"], cwd=ROOT, env=env, check=True)
+        update_env_file(ROOT / ".env", {"MRTR_WORKERS": "3", "MRTR_V2_WORKERS": "0"})  # start from v1 again
         subprocess.run(["docker", "compose", "up", "-d", "--wait"], cwd=ROOT, env=env, check=True)
         url = f"http://127.0.0.1:{os.environ.get('MRTR_PORT', '8080')}"
         return run(ComposeFleet(ROOT, project, url), url, args.out, duration, args.users)
