@@ -62,6 +62,7 @@ class McpHttp:
         self.url = url
         self.http = httpx.Client(timeout=30.0)
         self._next_id = 0
+        self.sent_ids: list[int] = []
 
     def close(self) -> None:
         self.http.close()
@@ -76,6 +77,7 @@ class McpHttp:
         with_meta: bool = True,
     ) -> Exchange:
         self._next_id += 1
+        self.sent_ids.append(self._next_id)
         body_params = dict(params or {})
         if with_meta:
             body_params.setdefault("_meta", meta(capabilities))

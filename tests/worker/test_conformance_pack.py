@@ -2,148 +2,49 @@
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from mrtr_worker.keyring import new_ring
+from tests.conftest import StartWorker
+from tests.support.wire import PROTOCOL_VERSION, Exchange, McpHttp
 
-PROTOCOL_VERSION = "2026-07-28"
 ALL_CAPABILITIES: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
-READY_TIMEOUT = 30.0  # only guards against hanging
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    message: dict[str, Any]
-
-    @property
-    def result(self) -> dict[str, Any]:
-        assert "result" in self.message, self.message
-        result: dict[str, Any] = self.message["result"]
-        return result
-
-    @property
-    def error(self) -> dict[str, Any]:
-        assert "error" in self.message, self.message
-        error: dict[str, Any] = self.message["error"]
-        return error
 
 
 class Mcp:
-    """Just enough of a 2026-07-28 HTTP client to see the wire: ids, headers, status codes."""
+    """Plain 2026-07-28 requests to the pack (every answer schema-checked by `McpHttp`), all capabilities by default."""
 
-    def __init__(self, http: httpx.Client, url: str) -> None:
+    def __init__(self, http: McpHttp) -> None:
         self._http = http
-        self._url = url
-        self._ids = itertools.count(1)
-        self.sent_ids: list[int] = []
 
-    def request(self, method: str, params: dict[str, Any], *, capabilities: dict[str, Any] | None = None) -> Reply:
-        request_id = next(self._ids)
-        self.sent_ids.append(request_id)
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": ALL_CAPABILITIES if capabilities is None else capabilities,
-        }
-        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
-        headers = {
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL_VERSION,
-            "Mcp-Method": method,
-        }
-        name = params.get("name", params.get("uri"))
-        if name is not None:
-            headers["Mcp-Name"] = name
-        response = self._http.post(self._url, json=body, headers=headers)
-        return Reply(response.status_code, _response_message(response, request_id))
+    @property
+    def sent_ids(self) -> list[int]:
+        return self._http.sent_ids
 
-    def call(self, tool: str, **extra: Any) -> Reply:
+    def request(self, method: str, params: dict[str, Any], *, capabilities: dict[str, Any] | None = None) -> Exchange:
+        return self._http.call(method, params, capabilities=ALL_CAPABILITIES if capabilities is None else capabilities)
+
+    def call(self, tool: str, **extra: Any) -> Exchange:
         capabilities = extra.pop("capabilities", None)
         return self.request("tools/call", {"name": tool, "arguments": {}, **extra}, capabilities=capabilities)
 
 
-def _response_message(response: httpx.Response, request_id: int) -> dict[str, Any]:
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        for line in response.text.splitlines():
-            if line.startswith("data:"):
-                message: dict[str, Any] = json.loads(line.removeprefix("data:"))
-                if message.get("id") == request_id:
-                    return message
-        raise AssertionError(f"no response to request {request_id} on the stream: {response.text!r}")
-    parsed: dict[str, Any] = response.json()
-    return parsed
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
-def worker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A worker process serving only the conformance pack on a free 127.0.0.1 port."""
-    port = _free_port()
-    log_path: Path = tmp_path_factory.mktemp("worker") / "worker.log"
-    env = {
-        **os.environ,
-        "MRTR_WORKER_KEYRING": new_ring("test").dumps(),
-        "MRTR_WORKER_HOST": "127.0.0.1",
-        "MRTR_WORKER_PORT": str(port),
-        "MRTR_WORKER_TOOL_PACKS": "conformance",
-        "MRTR_WORKER_INSTANCE_ID": "conformance-test",
-    }
-    env.pop("MRTR_WORKER_KEYRING_FILE", None)
-    base = f"http://127.0.0.1:{port}"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "mrtr_worker"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        _wait_ready(proc, f"{base}/readyz", log_path)
-        yield f"{base}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while True:
-        try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        try:
-            code = proc.wait(timeout=0.05)  # the poll interval, and the check that the worker still runs
-        except subprocess.TimeoutExpired:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"worker not ready after {READY_TIMEOUT} s:\n{log_path.read_text()}") from None
-            continue
-        raise RuntimeError(f"worker exited with {code} before it was ready:\n{log_path.read_text()}")
+def worker_url(start_worker: StartWorker) -> str:
+    """A worker process serving only the conformance pack."""
+    spec, _ = start_worker(tool_packs=("conformance",))
+    return f"{spec.url}/mcp"
 
 
 @pytest.fixture
 def mcp(worker_url: str) -> Iterator[Mcp]:
-    with httpx.Client(timeout=10.0) as http:
-        yield Mcp(http, worker_url)
+    http = McpHttp(worker_url)
+    yield Mcp(http)
+    http.close()
 
 
 def _accept(content: dict[str, Any]) -> dict[str, Any]:
