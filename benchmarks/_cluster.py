@@ -2,8 +2,8 @@
 
 Every benchmark starts its own proxy and workers on 127.0.0.1 (free ports,
 a temporary work dir) through `LocalCluster`, exactly as `scripts/cluster`
-does, so the figures are those of the real processes. Several clusters are
-started side by side so that the variants of one benchmark are measured
+does, so the figures are those of the real processes. A benchmark may run
+several clusters side by side so that its variants are measured
 interleaved in one run, on the same machine state.
 """
 
@@ -119,8 +119,8 @@ def stop_process(process: ManagedProcess) -> None:
     A worker stopped by SIGTERM ends by the signal uvicorn re-raises after its
     graceful shutdown, so exit handlers never join its process pool: the pool
     processes (and multiprocessing's resource tracker) would outlive it, idle,
-    for good. The benchmarks end the ones they started; the worker fix is
-    described in docs/benchmarks.md.
+    for good. The benchmarks end the ones they started; the real fix belongs
+    in the worker (end or join the pool in `Engine.stop`).
     """
     leftovers = _children(process.pid) if process.popen is not None else []
     process.stop()

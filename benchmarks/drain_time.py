@@ -117,17 +117,18 @@ async def scenario(cluster: LocalCluster, standby: str, calls: int, call: Primes
     )
 
 
-async def run_all(cluster: LocalCluster, run_for: float) -> list[Drain]:
+async def run_all(cluster: LocalCluster, run_for: float, rounds: int) -> list[Drain]:
     standby = cluster.workers["w1"].url
-    return [await scenario(cluster, standby, calls, call, run_for) for calls, call in SCENARIOS]
+    return [await scenario(cluster, standby, calls, call, run_for) for _ in range(rounds) for calls, call in SCENARIOS]
 
 
 def main() -> int:
     options = parser(__doc__, duration=1.0, duration_help="seconds the computations run before the drain")
+    options.add_argument("--rounds", type=int, default=1, help="times to run every scenario (default 1)")
     args = options.parse_args()
     step_ms = {call: bare_step_ms(call) for call in {SHORT_STEPS, LONG_STEPS}}
     with clusters({"MRTR_WORKER_MAX_SLICE_MS": "0"}, workers=1) as (cluster,):
-        drains = asyncio.run(run_all(cluster, args.duration))
+        drains = asyncio.run(run_all(cluster, args.duration, args.rounds))
     publish("drain-time", report(drains, step_ms, args.duration), write=not args.no_report)
     return 1 if any(d.errors for d in drains) else 0
 
@@ -144,13 +145,15 @@ def report(drains: list[Drain], step_ms: dict[PrimesCall, float], run_for: float
         "**drain_worker** what the cluster API returned (it polls the process every 50 ms at most). "
         "**Work left** is what waiting for the computations instead would have cost: their remaining steps "
         "at the rate this worker was going. Read the drain against the step length: the target is that a "
-        "drain costs at most about one step, whatever is in flight.",
+        "drain costs at most about one step, whatever is in flight. Between the hand-backs and the exit, the "
+        "worker's host is leaving: uvicorn sees the drain on its next 100 ms tick and waits a fixed 100 ms in "
+        "its shutdown, then the interpreter joins the step pool's processes and tears itself down.",
         "",
         "| calls in flight | running at drain | step ms (in-process / on the worker) | hand-backs sent ms "
         "| process exited ms | drain_worker ms | work left at drain | calls handed back |",
         "|---:|---:|---|---:|---:|---:|---|---:|",
     ]
-    verdicts = []
+    handed, exited = [], []
     for d in drains:
         bare = step_ms[d.call]
         if d.remaining_steps <= 0:
@@ -163,14 +166,14 @@ def report(drains: list[Drain], step_ms: dict[PrimesCall, float], run_for: float
             f"| {d.drained_calls} of {d.calls} |"
         )
         bound = max(TARGET_MS, d.worker_step_ms)
-        verdicts.append(
-            f"{d.calls} call(s), {d.worker_step_ms:.0f} ms steps: {d.drain_worker_s * 1000:.0f} ms, "
-            f"{verdict(d.drain_worker_s * 1000 <= bound)}"
-        )
+        handed.append(d.handed_back_s * 1000 <= bound)
+        exited.append(d.drain_worker_s * 1000 <= bound)
     lines += [
         "",
-        "Target: a drain takes at most one step (about 100 ms; the larger of the two counts), measured by "
-        "`drain_worker`. " + "; ".join(verdicts) + ".",
+        "Target: a drain takes at most one step (about 100 ms; the larger of the two counts), whatever is in "
+        f"flight. Handing the computations back: {verdict(all(handed))} ({sum(handed)} of {len(handed)} drains "
+        f"within one step). The drain as `drain_worker` measures it, until the process is gone: "
+        f"{verdict(all(exited))} ({sum(exited)} of {len(exited)}).",
     ]
     errors = sum(d.errors for d in drains)
     if errors:

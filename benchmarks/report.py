@@ -2,8 +2,9 @@
 
 Each benchmark replaces only its own section, so they can be re-run one at
 a time; every section records when and where its figures were measured, and
-how busy the machine already was (other work on two cores moves every figure).
-Tests run the benchmarks with `--no-report`, so only `scripts/bench` rewrites the docs.
+how much of the machine other processes took meanwhile (other work on two
+cores moves every figure). Tests run the benchmarks with `--no-report`, so
+only `scripts/bench` rewrites the docs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import os
 import platform
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -26,13 +28,103 @@ and its load, so read the ratios. Nothing here is asserted by tests.
 LOAD_BEFORE = os.getloadavg()[0]
 """The 1-minute load average when the benchmark started (before it added any load of its own)."""
 
+MARK = "MRTR_BENCH_RUN"
+"""Set in this process's environment; every process the benchmark starts inherits it, which is how they are told
+apart from the rest of the machine."""
+
+
+class Neighbours:
+    """The share of the machine's CPU that processes outside this benchmark used while it ran.
+
+    Once a second it reads the CPU time of every process carrying `MARK` (the
+    workers, their step pools, the proxies; /proc shows the environment a
+    process started with) and compares their sum, with this process's own
+    time, against the whole machine's busy time from /proc/stat. A process
+    that ends is counted through its parent, which the kernel credits with a
+    reaped child's time; only orphans (reparented away from the benchmark) keep
+    their last reading. Kernel time spent on loopback traffic outside any of
+    these processes counts as other work, so the figure errs on the high side.
+    """
+
+    def __init__(self) -> None:
+        os.environ[MARK] = str(os.getpid())
+        self._mark = f"{MARK}={os.getpid()}".encode()
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._live: dict[int, tuple[int, int]] = {}
+        """Marked processes alive at the last reading: pid -> (CPU ticks incl. reaped children, parent pid)."""
+        self._foreign: set[int] = set()
+        self._orphans = 0
+        self._lock = threading.Lock()
+        self._start, self._start_busy = time.monotonic(), _machine_busy()
+        self._start_ours = self._ours()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(1.0)
+            self._ours()
+
+    def _ours(self) -> int:
+        """CPU ticks used so far by this process, its reaped children and every marked process."""
+        with self._lock:
+            return self._read()
+
+    def _read(self) -> int:
+        live: dict[int, tuple[int, int]] = {}
+        me = os.getpid()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in self._foreign or int(entry) == me:
+                continue
+            pid = int(entry)
+            try:
+                if pid not in self._live:
+                    with open(f"/proc/{pid}/environ", "rb") as environ:
+                        if self._mark not in environ.read().split(b"\0"):
+                            self._foreign.add(pid)
+                            continue
+                with open(f"/proc/{pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            live[pid] = (sum(int(f) for f in fields[11:15]), int(fields[1]))
+        for pid, (ticks, parent) in self._live.items():
+            if pid not in live and parent != me and parent not in self._live:
+                self._orphans += ticks  # nobody of ours will reap it: keep its last reading
+        self._live = live
+        own = os.times()
+        mine = (own.user + own.system + own.children_user + own.children_system) * self._tick
+        return round(mine) + sum(ticks for ticks, _ in live.values()) + self._orphans
+
+    def share(self) -> float:
+        """Other processes' CPU since the start, as a fraction of all the machine's cores over that time."""
+        ours = self._ours() - self._start_ours
+        busy = _machine_busy() - self._start_busy
+        elapsed = (time.monotonic() - self._start) * (os.cpu_count() or 1) * self._tick
+        return max(0.0, busy - ours) / elapsed if elapsed else 0.0
+
+
+def _machine_busy() -> int:
+    """Busy jiffies of all cores since boot (everything but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    return sum(values[:8]) - values[3] - values[4]
+
+
+_neighbours: Neighbours | None = None
+
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def parser(doc: str | None, *, duration: float, duration_help: str) -> argparse.ArgumentParser:
-    """The options every benchmark shares: how long to measure, and whether to write the report."""
+    """The options every benchmark shares: how long to measure, and whether to write the report.
+
+    Called first thing in every benchmark, so it also starts watching the machine for other work.
+    """
+    global _neighbours
+    if _neighbours is None:
+        _neighbours = Neighbours()
     summary = (doc or "").split("\n\n")[0]
     parser = argparse.ArgumentParser(description=summary)
     parser.add_argument("--duration", type=float, default=duration, help=f"{duration_help} (default {duration:g})")
@@ -44,6 +136,8 @@ def publish(name: str, lines: list[str], *, write: bool) -> None:
     """Print a benchmark's section and, unless told not to, write it into the report."""
     markdown = "\n".join(lines)
     print(markdown)
+    if _neighbours is not None:
+        print(f"\nother processes used {_neighbours.share():.0%} of the machine's CPU during the run")
     if write:
         print(f"\nwritten to {write_section(name, markdown)}")
 
@@ -53,6 +147,8 @@ def write_section(name: str, markdown: str) -> Path:
     text = REPORT.read_text() if REPORT.exists() else HEADER
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     where = f"{machine()}; load average {LOAD_BEFORE:.2f} before the run"
+    if _neighbours is not None:
+        where += f"; other processes used {_neighbours.share():.0%} of the CPU during it"
     body = f"<!-- {name}:start -->\n{markdown.rstrip()}\n\n_Measured {stamp} on {where}._\n<!-- {name}:end -->"
     pattern = re.compile(rf"<!-- {re.escape(name)}:start -->.*?<!-- {re.escape(name)}:end -->", re.S)
     text = pattern.sub(lambda _: body, text) if pattern.search(text) else f"{text.rstrip()}\n\n{body}\n"
