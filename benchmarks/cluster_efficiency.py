@@ -197,7 +197,9 @@ def report(bare: Window, ours: Window, window: float) -> list[str]:
         "difference, taken off if any). **Efficiency** is the cluster's useful steps/s over the bare pool's. "
         "The steps of calls that completed inside the window are a lumpier cross-check. CPU columns are "
         "seconds used in the window by the load generator (this process, which shares the two cores) and by "
-        "the proxy and the workers' main processes (what the cluster spends around the steps).",
+        "the proxy and the workers' main processes (what the cluster spends around the steps). The reference "
+        "is not an upper bound: its driver shares the two cores too, and step speed differs by up to ~15% "
+        "between processes (see Hop cost), so the ratio is good to about a tenth and can come out above 1.",
         "",
         "| side | useful steps/s | steps/s of calls completed in the window | calls (errors) | wasted steps "
         "| call latency p50 / p99 s | hops per call p50 / max | CPU s: load generator / proxy + workers |",

@@ -103,7 +103,11 @@ def report(paths: dict[str, Route], duration: float, concurrency: int, unavailab
         "as services/lb/README.md asks of any replacement balancer (round robin, no stickiness, /readyz "
         "health checks, keep-alive). Everything shares the machine's two cores with the load generator, so "
         "throughput is what the whole box does, and a proxy's CPU per request is what it takes from the "
-        "workers. **Added p50** is the path's median latency minus the direct one.",
+        "workers. **Added p50** is the path's median latency minus the direct one. Direct is not a free "
+        "baseline: uvicorn sends a response's headers and body in two writes, which a client talking to a "
+        "worker must read apart; a proxy that passes both on at once spares it that, so a proxy can come out "
+        "below direct, and at one client the added p50 moves by a few tenths of a millisecond from run to run. "
+        "The proxies' CPU per request is the steadier comparison.",
         "",
         "| path | p50 ms (1 client) | p99 ms (1 client) | added p50 ms | requests/s "
         f"({concurrency} clients) | p50 ms ({concurrency} clients) | proxy CPU ms/request | errors |",
