@@ -104,7 +104,7 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
                 logger.info("worker %s (v%s) ready", worker.identity.instance_id, worker.identity.version)
                 yield
         finally:
-            worker.engine.stop()
+            await worker.engine.stop()
             logging.getLogger(rejections.SDK_LOGGER).removeHandler(handler)
 
     app = FastAPI(title="mrtr-worker", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)

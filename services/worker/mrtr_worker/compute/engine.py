@@ -14,8 +14,12 @@ instance keeps nothing, so the retry can land on any instance.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import multiprocessing
+import os
+import signal
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -31,12 +35,32 @@ from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.rounds import EndOfRound, Round
 
+STEP_NICENESS = 10
+"""Pool processes run steps at a lower CPU priority than the worker's event loop."""
+_PR_SET_PDEATHSIG = 1
+
 COMPUTE_META_KEY = "mrtr-cluster.dev/compute"
 """Vendor `_meta` key on a computation's complete result: steps in all, hops, instances visited."""
 
 
 def _warm_up() -> None:
     """Runs once in each pool process so the first real step does not pay for process start-up."""
+
+
+def _pool_process_setup() -> None:
+    """In each pool process: die with the worker, and yield the CPU to the event loops.
+
+    A worker killed with SIGKILL (or one whose server re-raises SIGTERM after
+    shutdown) never joins its pool; on Linux the kernel's parent-death signal
+    ends the pool processes instead of leaving them behind. The lower priority
+    keeps health checks and short calls quick while steps run on every core.
+    """
+    os.nice(STEP_NICENESS)
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the worker died before the line above ran
+            os._exit(1)
 
 
 class Engine:
@@ -52,14 +76,17 @@ class Engine:
 
     async def start(self) -> None:
         # "spawn", not fork: the parent runs an event loop and threads, which fork would copy half-alive.
-        self._pool = ProcessPoolExecutor(self._max_workers, mp_context=multiprocessing.get_context("spawn"))
+        self._pool = ProcessPoolExecutor(
+            self._max_workers, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process_setup
+        )
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(self._pool, _warm_up) for _ in range(self._max_workers)))
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
+        """Join the pool processes (after a drain they are idle), so none outlives the worker."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+            pool, self._pool = self._pool, None
+            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
 
     async def run(
         self, rnd: Round, computation: Computation, arguments: dict[str, Any]
