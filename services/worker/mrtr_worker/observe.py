@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp_types.methods import is_input_required
 
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
@@ -39,9 +38,9 @@ class ObserveRequests:
             raise
         finally:
             m.in_flight.dec()
-        m.requests.labels(method=ctx.method, outcome=_outcome(result)).inc()
-        if is_input_required(result):
-            wire = _as_wire(result)
+        wire = _as_wire(result)
+        m.requests.labels(method=ctx.method, outcome=_outcome(wire)).inc()
+        if wire.get("resultType") == "input_required":
             hint = (wire.get("_meta") or {}).get(ROUND_META_KEY) or {}
             m.input_required.labels(reason=str(hint.get("reason", "input"))).inc()
             state = wire.get("requestState")
@@ -59,9 +58,9 @@ def _as_wire(result: HandlerResult) -> Mapping[str, Any]:
     return dump
 
 
-def _outcome(result: HandlerResult) -> str:
-    if is_input_required(result):
+def _outcome(wire: Mapping[str, Any]) -> str:
+    if wire.get("resultType") == "input_required":
         return "input_required"
-    if _as_wire(result).get("isError") is True:
+    if wire.get("isError") is True:
         return "tool_error"
     return "complete"
