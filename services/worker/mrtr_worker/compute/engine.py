@@ -47,7 +47,7 @@ def _warm_up() -> None:
     """Runs once in each pool process so the first real step does not pay for process start-up."""
 
 
-def _pool_process_setup() -> None:
+def _pool_process_setup(worker_pid: int) -> None:
     """In each pool process: die with the worker, and yield the CPU to the event loops.
 
     A worker killed with SIGKILL (or one whose server re-raises SIGTERM after
@@ -59,7 +59,7 @@ def _pool_process_setup() -> None:
     if sys.platform == "linux":
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the worker died before the line above ran
+        if os.getppid() != worker_pid:  # the worker died before the line above ran
             os._exit(1)
 
 
@@ -77,7 +77,10 @@ class Engine:
     async def start(self) -> None:
         # "spawn", not fork: the parent runs an event loop and threads, which fork would copy half-alive.
         self._pool = ProcessPoolExecutor(
-            self._max_workers, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process_setup
+            self._max_workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_pool_process_setup,
+            initargs=(os.getpid(),),
         )
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(self._pool, _warm_up) for _ in range(self._max_workers)))
