@@ -10,6 +10,7 @@ with Client("http://127.0.0.1:8080/mcp", ScriptedInputs(forms={"github_login": {
 from mrtr_client._loop import RetryPolicy
 from mrtr_client.client import AsyncClient, Client
 from mrtr_client.errors import (
+    AuthenticationFailed,
     InputDeclined,
     MrtrError,
     ProtocolViolation,
@@ -22,6 +23,7 @@ from mrtr_client.trace import CallResult, CallTrace, Hop, Question
 
 __all__ = [
     "AsyncClient",
+    "AuthenticationFailed",
     "CallResult",
     "CallTrace",
     "Client",

@@ -13,6 +13,7 @@ rules:
 * a request that was not delivered or got no answer (connection failure,
   502/503/504 from a proxy) is sent again with the last state received, so
   progress is never thrown away, within a retry budget;
+* a refused credential (401/403) ends the call at once: retrying cannot fix it;
 * rounds are capped; an unknown `resultType` is a protocol error and an
   absent one means `complete`.
 """
@@ -20,18 +21,20 @@ rules:
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from mrtr_client import _wire
-from mrtr_client.errors import ProtocolViolation, RetryBudgetExhausted, RoundsExceeded, RpcError
+from mrtr_client.errors import AuthenticationFailed, ProtocolViolation, RetryBudgetExhausted, RoundsExceeded, RpcError
 from mrtr_client.trace import CallResult, CallTrace, Hop, Question
 
 ROUND_META_KEY = "mrtr-cluster.dev/round"
 """The worker fleet's vendor hint: why a round ended and how long to wait before retrying."""
 
 RETRYABLE_STATUSES = frozenset({502, 503, 504})
+AUTH_STATUSES = frozenset({401, 403})
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ def mrtr_loop(
             yield Sleep(min(policy.backoff_cap, policy.backoff_initial * 2 ** (failures - 1)))
             continue
         failures = 0
+        if outcome.status in AUTH_STATUSES:
+            raise AuthenticationFailed(outcome.status, _auth_problem(outcome))
         message = _parse(outcome, request_id)
         hint = _round_hint(message)
         if "error" in message:
@@ -158,6 +163,17 @@ def mrtr_loop(
             delay_ms = hint.get("retryAfterMs")
             if isinstance(delay_ms, int | float) and delay_ms > 0:
                 yield Sleep(min(policy.max_hint_delay, delay_ms / 1000))
+
+
+def _auth_problem(reply: Reply) -> str:
+    """The server's own words (RFC 6750 error_description) when it gives them."""
+    try:
+        body = json.loads(reply.body)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error_description"), str):
+        return str(body["error_description"])
+    return "credentials refused"
 
 
 def _parse(reply: Reply, request_id: int) -> dict[str, Any]:

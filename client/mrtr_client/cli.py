@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target", help="tool name (or prompt name / resource URI with --prompt / --resource)")
     parser.add_argument("arguments", nargs="*", help="name=value pairs (values parsed as JSON when they can be)")
     parser.add_argument("--url", default=DEFAULT_URL, help=f"MCP endpoint (default {DEFAULT_URL}; env MRTR_URL)")
+    parser.add_argument(
+        "--token", default=os.environ.get("MRTR_TOKEN"), help="bearer token (env MRTR_TOKEN; scripts/mint-token)"
+    )
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument("--prompt", action="store_true", help="get a prompt instead of calling a tool")
     kind.add_argument("--resource", action="store_true", help="read a resource instead of calling a tool")
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     roots = args.root or [Path.cwd().as_uri()]
     inputs = TerminalInputs(_parse_answers(args.answer), roots, interactive=not args.yes and sys.stdin.isatty())
     try:
-        with Client(args.url, inputs, policy=RetryPolicy(max_rounds=args.max_rounds)) as client:
+        with Client(args.url, inputs, policy=RetryPolicy(max_rounds=args.max_rounds), token=args.token) as client:
             if args.prompt:
                 done = client.get_prompt(args.target, _parse_arguments(args.arguments, args.json_args))
             elif args.resource:

@@ -27,11 +27,14 @@ class _Calls:
         inputs: InputHandler | None,
         policy: RetryPolicy | None,
         headers: Mapping[str, str] | None,
+        token: str | None,
     ) -> None:
         self.url = url
         self.inputs: InputHandler = inputs or NoInputs()
         self.policy = policy or RetryPolicy()
         self._headers = dict(headers or {})
+        if token is not None:
+            self._headers["Authorization"] = f"Bearer {token}"
         self._ids = new_id_source()
 
     def _loop(self, method: str, params: Mapping[str, Any]) -> Loop:
@@ -56,9 +59,10 @@ class Client(_Calls):
         *,
         policy: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
+        token: str | None = None,
         http: httpx.Client | None = None,
     ) -> None:
-        super().__init__(url, inputs, policy, headers)
+        super().__init__(url, inputs, policy, headers, token)
         self._http = http or httpx.Client(timeout=DEFAULT_TIMEOUT)
 
     def __enter__(self) -> Client:
@@ -128,9 +132,10 @@ class AsyncClient(_Calls):
         *,
         policy: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
+        token: str | None = None,
         http: httpx.AsyncClient | None = None,
     ) -> None:
-        super().__init__(url, inputs, policy, headers)
+        super().__init__(url, inputs, policy, headers, token)
         self._http = http or httpx.AsyncClient(timeout=DEFAULT_TIMEOUT)
 
     async def __aenter__(self) -> AsyncClient:

@@ -42,6 +42,15 @@ class RetryBudgetExhausted(MrtrError):
         self.last_problem = last_problem
 
 
+class AuthenticationFailed(MrtrError):
+    """The server refused the call's credentials (HTTP 401/403): give a valid bearer token (`token=`)."""
+
+    def __init__(self, http_status: int, description: str) -> None:
+        super().__init__(f"HTTP {http_status}: {description}")
+        self.http_status = http_status
+        self.description = description
+
+
 class ProtocolViolation(MrtrError):
     """The server's answer does not follow the MCP wire (unknown resultType, no result, bad JSON)."""
 

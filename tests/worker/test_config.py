@@ -14,6 +14,7 @@ from mrtr_worker.keyring import KeyRing, KeyRingError, main, new_ring
 
 def _start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_WORKER_")}
+    clean["MRTR_WORKER_ALLOW_ANONYMOUS"] = "true"  # the cases below that are about authentication override it
     return subprocess.run(
         [sys.executable, "-m", "mrtr_worker"], env={**clean, **env}, capture_output=True, text=True, timeout=60
     )
@@ -30,6 +31,14 @@ def _start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         ({"MRTR_WORKER_TOOL_PACKS": "demo,nope"}, "unknown tool pack"),
         ({"MRTR_WORKER_STATE_TTL_SECONDS": "-1"}, "MRTR_WORKER_STATE_TTL_SECONDS"),
         ({"MRTR_WORKER_PORT": "http"}, "MRTR_WORKER_PORT"),
+        ({"MRTR_WORKER_ALLOW_ANONYMOUS": "false"}, "no issuer is configured"),
+        ({"MRTR_WORKER_JWT_PUBLIC_KEY_FILE": "/nonexistent/issuer.pem"}, "cannot read /nonexistent/issuer.pem"),
+        ({"MRTR_WORKER_JWT_PUBLIC_KEY_FILE": "/etc/passwd"}, "is not a PEM public key"),
+        (
+            {"MRTR_WORKER_JWT_PUBLIC_KEY_FILE": "/etc/passwd", "MRTR_WORKER_JWT_JWKS_URL": "https://idp/jwks"},
+            "at most one of MRTR_WORKER_JWT_PUBLIC_KEY_FILE",
+        ),
+        ({"MRTR_WORKER_ADMIN_TOKEN": "  "}, "the admin token is empty"),
     ],
 )
 def test_bad_configuration_stops_start_up_with_one_line(env: dict[str, str], expected: str, tmp_path: Path) -> None:

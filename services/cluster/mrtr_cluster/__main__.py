@@ -28,6 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=Path(".cache/cluster"), help="logs and the key ring")
     parser.add_argument("--shedding", choices=("on", "off"), default="on", help="hand long work back under load")
     parser.add_argument("--max-slice-ms", type=int, help="time slice of a computation (0: off)")
+    parser.add_argument(
+        "--auth",
+        action="store_true",
+        help="require bearer tokens (development issuer in secrets/; mint one with scripts/mint-token SUBJECT)",
+    )
     parser.add_argument("--url-file", type=Path, help="write the MCP URL here once the cluster is ready")
     args = parser.parse_args(argv)
 
@@ -40,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         versions=args.versions,
         tool_packs=tuple(p for p in args.packs.split(",") if p),
         work_dir=args.work_dir,
+        auth=args.auth,
+        issuer_dir=Path("secrets") if args.auth else None,
         worker_env=worker_env,
     )
     stop = threading.Event()
@@ -61,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         workers = ", ".join(f"{h.instance_id} v{h.spec.version} {h.url}" for h in cluster.workers.values())
         print(f"MCP endpoint: {cluster.mcp_url}\nworkers: {workers}\nlogs: {config.work_dir / 'logs'}", flush=True)
         print(f"control: {control.url}  (scripts/rolling-upgrade uses it)", flush=True)
-        print("try: .venv/bin/mrtr-call link_accounts   (Ctrl-C stops the cluster)", flush=True)
+        token = '--token "$(scripts/mint-token alice)" ' if args.auth else ""
+        print(f"try: .venv/bin/mrtr-call {token}link_accounts   (Ctrl-C stops the cluster)", flush=True)
         if args.url_file is not None:
             args.url_file.write_text(cluster.mcp_url)
         stop.wait()

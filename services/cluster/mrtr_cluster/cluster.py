@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from mrtr_client.dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_cluster.process import LOOPBACK, ManagedProcess, NotReady, WorkerSpec, free_port, sample_value
 from mrtr_worker.keyring import new_ring
 
@@ -36,6 +37,12 @@ class ClusterConfig:
     work_dir: Path = Path(".cache/cluster")
     keyring_file: Path | None = None
     """The fleet's key ring; by default `work_dir/secrets/keyring.json`, generated on first run."""
+    auth: bool = False
+    """Require bearer tokens of the development issuer in `issuer_dir` (anonymous calls are the default)."""
+    issuer_dir: Path | None = None
+    """Where the development issuer's keys live (generated on first use); default `work_dir/secrets`."""
+    admin_token: str | None = None
+    """Token the workers' /admin endpoints require (None: open, as suits a laptop)."""
     worker_env: dict[str, str] = field(default_factory=dict)
     lb_env: dict[str, str] = field(default_factory=dict)
 
@@ -127,7 +134,7 @@ class LocalCluster:
         handle = self.workers.pop(instance_id)
         started = time.monotonic()
         self._lb_admin("drain", handle.url)
-        self._http.post(f"{handle.url}/admin/drain")
+        self._http.post(f"{handle.url}/admin/drain", headers=self.admin_headers).raise_for_status()
         assert handle.process.popen is not None
         handle.process.popen.wait(timeout)
         elapsed = time.monotonic() - started
@@ -170,6 +177,24 @@ class LocalCluster:
         """The value of one Prometheus sample of one worker (0 if absent)."""
         return sample_value(self._http.get(f"{self.workers[instance_id].url}/metrics").text, name, **labels)
 
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        token = self.config.admin_token
+        return {} if token is None else {"Authorization": f"Bearer {token}"}
+
+    @property
+    def issuer(self) -> DevIssuer:
+        """The development issuer whose tokens the workers accept (with `auth` on)."""
+        return DevIssuer.ensure(self.config.issuer_dir or self.config.work_dir / "secrets")
+
+    @property
+    def _issuer_public_key(self) -> Path | None:
+        if not self.config.auth:
+            return None
+        directory = self.config.issuer_dir or self.config.work_dir / "secrets"
+        DevIssuer.ensure(directory)
+        return directory / PUBLIC_KEY_NAME
+
     # --- internals ---------------------------------------------------------------------------------
 
     def _ensure_keyring(self) -> None:
@@ -186,6 +211,8 @@ class LocalCluster:
             keyring_file=self.keyring_file,
             version=version,
             tool_packs=self.config.tool_packs,
+            issuer_public_key=self._issuer_public_key,
+            admin_token=self.config.admin_token,
             extra_env=tuple(env.items()),
         )
         handle = WorkerHandle(spec, spec.process(self._log_dir).start())

@@ -92,7 +92,12 @@ class ComposeFleet:
         service = container.labels["com.docker.compose.service"]
         networks: dict[str, Any] = container.attrs["NetworkSettings"]["Networks"]
         ip = next(iter(networks.values()))["IPAddress"]
-        return FleetWorker(container.short_id, VERSION_OF_SERVICE[service], f"http://{ip}:8000")
+        return FleetWorker(container.short_id, VERSION_OF_SERVICE[service], f"http://{ip}:8000", self._admin_token())
+
+    def _admin_token(self) -> str | None:
+        """The operator's token compose gives the workers (secrets/admin-token), if this checkout has one."""
+        path = self._root / "secrets" / "admin-token"
+        return path.read_text().strip() if path.exists() else None
 
     def _wait_in_rotation(self, url: str, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout

@@ -26,6 +26,8 @@ class FleetWorker:
     version: int
     admin_url: str
     """The worker's own base URL (not through the balancer): /admin, /metrics, /readyz."""
+    admin_token: str | None = None
+    """The operator's token for /admin (None where the fleet leaves it open)."""
 
 
 class Fleet(Protocol):
@@ -50,11 +52,12 @@ class LocalFleet:
         return self._cluster.keyring_file
 
     def workers(self) -> list[FleetWorker]:
-        return [FleetWorker(h.instance_id, h.spec.version, h.url) for h in list(self._cluster.workers.values())]
+        token = self._cluster.config.admin_token
+        return [FleetWorker(h.instance_id, h.spec.version, h.url, token) for h in list(self._cluster.workers.values())]
 
     def start_worker(self, version: int, env: dict[str, str]) -> FleetWorker:
         handle = self._cluster.add_worker(version, extra_env=env)
-        return FleetWorker(handle.instance_id, version, handle.url)
+        return FleetWorker(handle.instance_id, version, handle.url, self._cluster.config.admin_token)
 
     def drain_worker(self, instance_id: str) -> None:
         self._cluster.drain_worker(instance_id)
@@ -65,7 +68,8 @@ class AdminError(RuntimeError):
 
 
 def admin_call(worker: FleetWorker, method: str, path: str, **params: Any) -> dict[str, Any]:
-    response = httpx.request(method, f"{worker.admin_url}{path}", params=params or None, timeout=10)
+    headers = {} if worker.admin_token is None else {"Authorization": f"Bearer {worker.admin_token}"}
+    response = httpx.request(method, f"{worker.admin_url}{path}", params=params or None, headers=headers, timeout=10)
     if response.status_code != 200:
         raise AdminError(f"{worker.instance_id}: {method} {path} answered {response.status_code}: {response.text}")
     body: dict[str, Any] = response.json()

@@ -132,6 +132,9 @@ class WorkerSpec:
     keyring_file: Path
     version: int = 1
     tool_packs: tuple[str, ...] = ("demo",)
+    issuer_public_key: Path | None = None
+    """Trust bearer tokens of this issuer and require one; None serves anonymous calls (development)."""
+    admin_token: str | None = None
     extra_env: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -147,10 +150,16 @@ class WorkerSpec:
             "MRTR_WORKER_VERSION": str(self.version),
             "MRTR_WORKER_KEYRING_FILE": str(self.keyring_file),
             "MRTR_WORKER_TOOL_PACKS": ",".join(self.tool_packs),
+            "MRTR_WORKER_ALLOW_ANONYMOUS": "false" if self.issuer_public_key else "true",
             "PYTHONUNBUFFERED": "1",
-            **dict(self.extra_env),
         }
-        env.pop("MRTR_WORKER_KEYRING", None)
+        for name in ("MRTR_WORKER_KEYRING", "MRTR_WORKER_JWT_PUBLIC_KEY_FILE", "MRTR_WORKER_ADMIN_TOKEN"):
+            env.pop(name, None)
+        if self.issuer_public_key is not None:
+            env["MRTR_WORKER_JWT_PUBLIC_KEY_FILE"] = str(self.issuer_public_key)
+        if self.admin_token is not None:
+            env["MRTR_WORKER_ADMIN_TOKEN"] = self.admin_token
+        env.update(self.extra_env)
         return ManagedProcess(
             name=self.instance_id,
             argv=[sys.executable, "-m", "mrtr_worker"],

@@ -34,13 +34,15 @@ def main() -> int:
     try:
         settings = WorkerSettings()
         ring = KeyRing.parse(settings.keyring_text())
+        app = create_app(settings, ring)
     except ValidationError as exc:
         return _config_error(_describe(exc))
     except KeyRingError as exc:
         return _config_error(str(exc))
     except OSError as exc:
-        return _config_error(f"cannot read the key ring: {exc}")
-    app = create_app(settings, ring)
+        return _config_error(f"cannot read {exc.filename or 'a configured file'}: {exc.strerror or exc}")
+    except ValueError as exc:  # e.g. an issuer key that is not a PEM public key, an empty admin token
+        return _config_error(str(exc))
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -4,8 +4,9 @@
 session id). Beside it the host serves what an orchestrator needs:
 `/healthz` (alive), `/readyz` (ready for traffic; 503 while draining),
 `/metrics` (Prometheus), and the operator's `/admin/...` endpoints (drain,
-key ring reload, state format). The proxy forwards only `/mcp`, so these are
-reachable only from where the workers are.
+key ring reload, state format). The proxy forwards only `/mcp`, and the
+admin endpoints also require the operator's token when one is configured.
+`/mcp` itself takes bearer tokens (see `mrtr_worker.auth`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from fastapi import FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import JSONResponse, Response
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from mrtr_worker import rejections
+from mrtr_worker.admin_auth import AdminGuard
+from mrtr_worker.auth import JwtVerifier, authenticate
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.headers import InstanceHeaders
@@ -76,6 +79,19 @@ class Worker:
         self.metrics.ready.set(0)
 
 
+def _token_verifier(settings: WorkerSettings) -> JwtVerifier | None:
+    """The configured issuer's verifier, or None when no issuer is configured (anonymous only)."""
+    if settings.jwt_public_key_file is None and settings.jwt_jwks_url is None:
+        return None
+    return JwtVerifier(
+        issuer=settings.jwt_issuer,
+        audience=settings.jwt_audience,
+        algorithms=settings.jwt_algorithms,
+        public_key_file=settings.jwt_public_key_file,
+        jwks_url=settings.jwt_jwks_url,
+    )
+
+
 def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI:
     """Build the ASGI app of one worker; `ring` defaults to the one the settings name.
 
@@ -109,6 +125,13 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
 
     app = FastAPI(title="mrtr-worker", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.worker = worker
+    admin = APIRouter(dependencies=[Depends(AdminGuard(settings.admin_token_text()))])
+    authenticated_mcp = authenticate(
+        ModernOnly(mcp_app),
+        _token_verifier(settings),
+        allow_anonymous=settings.allow_anonymous,
+        required_scopes=settings.required_scopes,
+    )
 
     @app.get("/healthz")
     async def healthz() -> dict[str, object]:
@@ -124,13 +147,13 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
     async def metrics() -> Response:
         return Response(generate_latest(worker.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.post("/admin/drain")
+    @admin.post("/admin/drain")
     async def drain() -> dict[str, object]:
         """Readiness turns false, computations hand back at their next step, the process exits once idle."""
         worker.drain()
         return {"draining": True, "in_flight": worker.lifecycle.busy_requests}
 
-    @app.get("/admin/state")
+    @admin.get("/admin/state")
     async def state_policy() -> dict[str, object]:
         """What this instance reads and writes: state formats and keys (names only, never secrets)."""
         layout, ring = worker.identity.layout, worker.codec.ring
@@ -143,7 +166,7 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
             "state_ttl_seconds": settings.state_ttl_seconds,
         }
 
-    @app.post("/admin/state-format")
+    @admin.post("/admin/state-format")
     async def set_state_format(write: int) -> JSONResponse:
         """Contract (or expand back) the state layout this instance writes."""
         try:
@@ -153,7 +176,7 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
         logger.info("now writing state format %s", write)
         return JSONResponse(await state_policy())
 
-    @app.post("/admin/keyring/reload")
+    @admin.post("/admin/keyring/reload")
     async def reload_keyring() -> JSONResponse:
         """Re-read the key ring file (a rotation step); on any problem the current ring stays."""
         if settings.keyring_file is None:
@@ -166,12 +189,13 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
         logger.info("key ring reloaded: keys %s, primary %s", ring.sealing_names(), ring.primary)
         return JSONResponse(await state_policy())
 
-    @app.post("/admin/undrain")
+    @admin.post("/admin/undrain")
     async def undrain() -> dict[str, bool]:
         worker.lifecycle.undrain()
         worker.metrics.ready.set(1)
         return {"draining": False}
 
-    app.mount("/", ModernOnly(mcp_app))  # after the host routes, so they match first
+    app.include_router(admin)
+    app.mount("/", authenticated_mcp)  # after the host routes, so they match first
     app.add_middleware(InstanceHeaders, instance_id=worker.identity.instance_id, version=worker.identity.version)
     return app

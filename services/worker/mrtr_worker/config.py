@@ -51,6 +51,20 @@ class WorkerSettings(BaseSettings):
     audience: str = Field(default="mrtr-fleet", min_length=1)
     """Service identity bound into every sealed state; the whole fleet shares it."""
 
+    allow_anonymous: bool = False
+    """Serve calls without a bearer token (their states are bound to nobody); the local dev cluster turns it on."""
+    jwt_public_key_file: Path | None = None
+    """PEM public key of the token issuer (the development issuer, or any issuer with one static key)."""
+    jwt_jwks_url: str | None = None
+    """JWKS URL of a real identity provider (keys fetched and cached); instead of `jwt_public_key_file`."""
+    jwt_issuer: str = "mrtr-dev-issuer"
+    jwt_audience: str = "mrtr-fleet"
+    jwt_algorithms: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["EdDSA", "ES256", "RS256"])
+    required_scopes: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    admin_token: SecretStr | None = None
+    """Bearer token the `/admin/*` endpoints require; or use `admin_token_file`. Unset: they are open."""
+    admin_token_file: Path | None = None
+
     state_ttl_seconds: float = Field(default=600.0, gt=0)
     state_max_bytes: int = Field(default=64 * 1024, ge=256)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
@@ -77,7 +91,9 @@ class WorkerSettings(BaseSettings):
     drain_timeout_seconds: int = Field(default=30, ge=1)
     """Upper bound on a graceful stop; a drain normally takes one step."""
 
-    _split = field_validator("tool_packs", "allowed_hosts", "allowed_origins", mode="before")(_split_csv)
+    _split = field_validator(
+        "tool_packs", "allowed_hosts", "allowed_origins", "jwt_algorithms", "required_scopes", mode="before"
+    )(_split_csv)
 
     @field_validator("version")
     @classmethod
@@ -112,6 +128,27 @@ class WorkerSettings(BaseSettings):
                 "generate one with: python -m mrtr_worker.keyring new"
             )
         return self
+
+    @model_validator(mode="after")
+    def _authentication_possible(self) -> WorkerSettings:
+        if self.jwt_public_key_file is not None and self.jwt_jwks_url is not None:
+            raise ValueError("set at most one of MRTR_WORKER_JWT_PUBLIC_KEY_FILE or MRTR_WORKER_JWT_JWKS_URL")
+        if not self.allow_anonymous and self.jwt_public_key_file is None and self.jwt_jwks_url is None:
+            raise ValueError(
+                "bearer tokens are required but no issuer is configured: set MRTR_WORKER_JWT_PUBLIC_KEY_FILE "
+                "or MRTR_WORKER_JWT_JWKS_URL, or MRTR_WORKER_ALLOW_ANONYMOUS=true for development"
+            )
+        if self.admin_token is not None and self.admin_token_file is not None:
+            raise ValueError("set at most one of MRTR_WORKER_ADMIN_TOKEN or MRTR_WORKER_ADMIN_TOKEN_FILE")
+        return self
+
+    def admin_token_text(self) -> str | None:
+        """The admin token from the environment or its file (surrounding whitespace ignored), or None."""
+        if self.admin_token is not None:
+            return self.admin_token.get_secret_value().strip()
+        if self.admin_token_file is not None:
+            return self.admin_token_file.read_text().strip()
+        return None
 
     def shedding_settings(self) -> SheddingSettings:
         return SheddingSettings(
