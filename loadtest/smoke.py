@@ -1,6 +1,7 @@
 """A small Locust smoke test: short calls and the login flow through the MRTR client, each answer checked.
 
 locust -f loadtest/smoke.py --host http://127.0.0.1:8080 --headless -u 4 -r 2 -t 20s
+(against a cluster that wants tokens: MRTR_ISSUER_KEY_FILE=secrets/issuer-private.pem locust ...)
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from locust import User, between, task
 
 from mrtr_client import CallResult, Client, ScriptedInputs
+from mrtr_client.dev_issuer import token_from_environment
 
 LOGINS = {"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}, "microsoft_login": {"name": "o"}}
 
@@ -24,7 +26,8 @@ class McpSmokeUser(User):
     wait_time = between(0.05, 0.3)
 
     def on_start(self) -> None:
-        self.mcp = Client(f"{self.host}/mcp", ScriptedInputs(forms=dict(LOGINS)))
+        token = token_from_environment(f"smoke-user-{id(self)}")
+        self.mcp = Client(f"{self.host}/mcp", ScriptedInputs(forms=dict(LOGINS)), token=token)
 
     def on_stop(self) -> None:
         self.mcp.close()

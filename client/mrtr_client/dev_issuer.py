@@ -13,6 +13,7 @@ provider's JWKS URL instead and never has this private key.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -105,6 +106,29 @@ class DevIssuer:
         if not_before is not None:
             claims["nbf"] = int(not_before)
         return jwt.encode(claims, self.private_key, algorithm="EdDSA")
+
+
+TOKEN_VARIABLE = "MRTR_TOKEN"  # noqa: S105 (the name of a variable, not a secret)
+ISSUER_KEY_VARIABLE = "MRTR_ISSUER_KEY_FILE"
+LOAD_TEST_TOKEN_TTL = 24 * 3600
+"""Long enough for any bounded load test; a token is minted once per simulated user."""
+
+
+def token_from_environment(subject: str) -> str | None:
+    """A bearer token for `subject` as a load generator is configured: `MRTR_TOKEN` (one token for
+    everyone), else `MRTR_ISSUER_KEY_FILE` (a token per subject from the development issuer), else None."""
+    fixed = os.environ.get(TOKEN_VARIABLE)
+    if fixed:
+        return fixed
+    key_file = os.environ.get(ISSUER_KEY_VARIABLE)
+    if not key_file:
+        return None
+    return _issuer_from(key_file).mint(subject, ttl_seconds=LOAD_TEST_TOKEN_TTL)
+
+
+@functools.cache
+def _issuer_from(key_file: str) -> DevIssuer:
+    return DevIssuer.load(Path(key_file))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

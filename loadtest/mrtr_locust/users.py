@@ -22,6 +22,7 @@ from loadtest.mrtr_locust.checks import FailedRequest, WrongAnswer
 from loadtest.mrtr_locust.recorder import HopRecord, RecordingInputs, RecordingTransport
 from loadtest.mrtr_locust.stats import RequestRecord
 from mrtr_client import CallResult, Client
+from mrtr_client.dev_issuer import token_from_environment
 
 HTTP_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 HAIKU_TOPICS = ("autumn", "load balancers", "sealed state", "retries", "the sea")
@@ -78,7 +79,10 @@ class MrtrUser(User):
         )
         self.transport = RecordingTransport(httpx.HTTPTransport())
         self.mcp = Client(
-            mcp_url(self.host), self.inputs, http=httpx.Client(transport=self.transport, timeout=HTTP_TIMEOUT)
+            mcp_url(self.host),
+            self.inputs,
+            token=token_from_environment(f"locust-user-{self.number}"),
+            http=httpx.Client(transport=self.transport, timeout=HTTP_TIMEOUT),
         )
         self._calls = itertools.count(1)
         self._woke = time.monotonic()

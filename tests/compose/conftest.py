@@ -14,6 +14,8 @@ import httpx
 import pytest
 from docker.models.containers import Container
 
+from mrtr_client.dev_issuer import DevIssuer
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,6 +27,17 @@ def compose(*args: str, env: dict[str, str] | None = None) -> None:
 @pytest.fixture(scope="session")
 def project() -> str:
     return os.environ["COMPOSE_PROJECT_NAME"]
+
+
+@pytest.fixture(scope="session")
+def issuer() -> DevIssuer:
+    """The development issuer whose public key the compose workers trust."""
+    return DevIssuer.load(ROOT / "secrets" / "issuer-private.pem")
+
+
+@pytest.fixture(scope="session")
+def token(issuer: DevIssuer) -> str:
+    return issuer.mint("compose-e2e")
 
 
 @pytest.fixture(scope="session")

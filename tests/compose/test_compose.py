@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from mrtr_client import CallResult, Client, ScriptedInputs
+from mrtr_client import AuthenticationFailed, CallResult, Client, ScriptedInputs
+from mrtr_client.dev_issuer import DevIssuer
 from mrtr_cluster.compose_fleet import ComposeFleet
 from mrtr_cluster.upgrade import RollingUpgrade
 from mrtr_worker.compute.primes import KNOWN_COUNTS
@@ -26,8 +27,8 @@ BALANCERS = pytest.mark.parametrize("balancer_url", ["lb", "haproxy"], indirect=
 
 
 @BALANCERS
-def test_an_elicitation_flow_of_several_rounds_completes(balancer_url: str) -> None:
-    with Client(f"{balancer_url}/mcp", ScriptedInputs(forms=dict(LOGINS))) as client:
+def test_an_elicitation_flow_of_several_rounds_completes(balancer_url: str, token: str) -> None:
+    with Client(f"{balancer_url}/mcp", ScriptedInputs(forms=dict(LOGINS)), token=token) as client:
         done = client.call_tool("link_accounts")
     assert done.structured == {"linked": {"github_login": "octocat", "google_login": "octo"}}
     assert [q.key for q in done.trace.questions] == ["github_login", "google_login"]
@@ -35,15 +36,63 @@ def test_an_elicitation_flow_of_several_rounds_completes(balancer_url: str) -> N
 
 
 @BALANCERS
-def test_a_long_computation_hops_across_containers_and_is_right(balancer_url: str) -> None:
-    with Client(f"{balancer_url}/mcp") as client:
+def test_without_a_valid_token_nothing_gets_through(balancer_url: str, issuer: DevIssuer) -> None:
+    for token in (None, issuer.mint("mallory", ttl_seconds=-120)):
+        with Client(f"{balancer_url}/mcp", token=token) as client, pytest.raises(AuthenticationFailed) as caught:
+            client.call_tool("echo", {"text": "let me in"})
+        assert caught.value.http_status == 401
+
+
+def test_a_state_sealed_for_one_user_is_refused_to_another_on_every_container(lb_url: str, issuer: DevIssuer) -> None:
+    alice, bob = issuer.mint("alice"), issuer.mint("bob")
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "link_accounts",
+    }
+
+    def call(token: str, extra: dict[str, Any]) -> dict[str, Any]:
+        params = {"name": "link_accounts", "arguments": {}, "_meta": meta, **extra}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        response = httpx.post(
+            f"{lb_url}/mcp", json=body, headers={**headers, "Authorization": f"Bearer {token}"}, timeout=30
+        )
+        message: dict[str, Any] = response.json()
+        return message
+
+    state = call(alice, {})["result"]["requestState"]
+    answers = {"github_login": {"action": "accept", "content": {"name": "octocat"}}}
+    for _ in range(3):  # round robin: each retry lands on another container
+        stolen = call(bob, {"requestState": state, "inputResponses": answers})
+        assert "result" not in stolen
+        assert stolen["error"]["message"] == "Invalid or expired requestState"
+    assert call(alice, {"requestState": state, "inputResponses": answers})["result"]["resultType"] == "input_required"
+
+
+def test_the_workers_admin_endpoints_want_the_operator_token(containers: ServiceContainers) -> None:
+    worker = containers("worker")[0]
+    url = f"http://{container_ip(worker)}:8000/admin/state"
+    assert httpx.get(url, timeout=10).status_code == 401
+    token = (ROOT / "secrets" / "admin-token").read_text().strip()
+    assert httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=10).status_code == 200
+
+
+@BALANCERS
+def test_a_long_computation_hops_across_containers_and_is_right(balancer_url: str, token: str) -> None:
+    with Client(f"{balancer_url}/mcp", token=token) as client:
         done = client.call_tool("count_primes", {"limit": 300_000_000})
     assert done.structured == {"count": 16_252_325}
     assert len(done.trace.instances) >= 2, done.trace.hops
 
 
 def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
-    lb_url: str, containers: ServiceContainers
+    lb_url: str, containers: ServiceContainers, token: str
 ) -> None:
     limit = 1_000_000_000
     box: list[Any] = []
@@ -60,7 +109,7 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
     def call() -> None:
         try:
             http = httpx.Client(timeout=120, event_hooks={"response": [count_hand_backs]})
-            with Client(f"{lb_url}/mcp", http=http) as client:
+            with Client(f"{lb_url}/mcp", http=http, token=token) as client:
                 box.append(client.call_tool("count_primes", {"limit": limit}))
         except Exception as exc:
             box.append(exc)
@@ -90,7 +139,7 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
 
 
 def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
-    lb_url: str, containers: ServiceContainers
+    lb_url: str, containers: ServiceContainers, token: str
 ) -> None:
     (proxy,) = containers("lb")
     started_at = proxy.attrs["State"]["StartedAt"]
@@ -101,7 +150,7 @@ def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
 
     wait_for(five_in_rotation, "five healthy backends in the proxy")
     seen = set()
-    with httpx.Client() as http, Client(f"{lb_url}/mcp", http=http) as client:
+    with httpx.Client() as http, Client(f"{lb_url}/mcp", http=http, token=token) as client:
         for n in range(15):
             done = client.call_tool("echo", {"text": str(n)})
             seen.add(done.trace.hops[-1].instance)
@@ -110,13 +159,16 @@ def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
     assert proxy.attrs["State"]["StartedAt"] == started_at, "the proxy must not have been restarted"
 
 
-def test_a_rolling_upgrade_of_the_compose_cluster_under_load_loses_nothing(lb_url: str, project: str) -> None:
+def test_a_rolling_upgrade_of_the_compose_cluster_under_load_loses_nothing(
+    lb_url: str, project: str, issuer: DevIssuer
+) -> None:
     fleet = ComposeFleet(ROOT, project, lb_url)
     stop = threading.Event()
     results: list[Any] = []
 
     def load(kind: str) -> None:
-        with Client(f"{lb_url}/mcp", ScriptedInputs(forms={**LOGINS, "microsoft_login": {"name": "ms"}})) as client:
+        inputs = ScriptedInputs(forms={**LOGINS, "microsoft_login": {"name": "ms"}})
+        with Client(f"{lb_url}/mcp", inputs, token=issuer.mint(f"upgrade-{kind}")) as client:
             while not stop.is_set():
                 try:
                     if kind == "compute":

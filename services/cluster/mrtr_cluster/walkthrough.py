@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from mrtr_client.dev_issuer import ISSUER_KEY_VARIABLE
 from mrtr_cluster.cluster import ClusterConfig, LocalCluster
 from mrtr_cluster.compose_fleet import ComposeFleet, update_env_file
 from mrtr_cluster.fleet import Fleet, LocalFleet
@@ -36,9 +37,10 @@ WORKER_ENV = {
 }
 
 
-def _locust(url: str, out: Path, duration: int, users: int) -> subprocess.Popen[bytes]:
+def _locust(url: str, out: Path, duration: int, users: int, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
+        **extra_env,
         "MRTR_LOCUST_EVENTS": str(out / "events.jsonl"),
         "MRTR_LOCUST_SUMMARY": str(out / "locust-summary.json"),
     }
@@ -59,11 +61,12 @@ def _wait_for_traffic(events: Path, locust: subprocess.Popen[bytes], at_least: i
         time.sleep(0.2)
 
 
-def run(fleet: Fleet, url: str, out: Path, duration: int, users: int) -> int:
+def run(fleet: Fleet, url: str, out: Path, duration: int, users: int, locust_env: dict[str, str] | None = None) -> int:
+    """Drive the upgrade under load; `locust_env` carries e.g. the issuer key when the cluster wants tokens."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "events.jsonl").unlink(missing_ok=True)
     started = time.time()
-    locust = _locust(url, out, duration, users)
+    locust = _locust(url, out, duration, users, locust_env or {})
     steps: list[Step] = []
 
     def show(step: Step) -> None:
@@ -108,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         update_env_file(ROOT / ".env", {"MRTR_WORKERS": "3", "MRTR_V2_WORKERS": "0"})  # start from v1 again
         subprocess.run(["docker", "compose", "up", "-d", "--wait"], cwd=ROOT, env=env, check=True)
         url = f"http://127.0.0.1:{os.environ.get('MRTR_PORT', '8080')}"
-        return run(ComposeFleet(ROOT, project, url), url, args.out, duration, args.users)
+        tokens = {ISSUER_KEY_VARIABLE: str(ROOT / "secrets" / "issuer-private.pem")}  # compose wants bearer tokens
+        return run(ComposeFleet(ROOT, project, url), url, args.out, duration, args.users, tokens)
 
     work_dir = args.out / "cluster"
     shutil.rmtree(work_dir, ignore_errors=True)  # a fresh fleet and key ring every run
