@@ -49,6 +49,10 @@ class RetryPolicy:
     """Upper bound on a server's retry hint, so a bad hint cannot stall a caller."""
     restart_unreadable_state: bool = True
     """Start over once when the server says it cannot use the state (for example a layout no instance reads)."""
+    max_input_requests: int = 16
+    """Questions one round may ask; a server asking more is misbehaving, not waiting for a user."""
+    max_state_bytes: int = 1024 * 1024
+    """Size of a `requestState` the client agrees to hold and send back."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,7 @@ def mrtr_loop(
         requests = result.get("inputRequests") or {}
         if not state and not requests:
             raise ProtocolViolation("input_required without inputRequests or requestState")
+        _check_round_limits(state, requests, policy)
         trace.hops.append(_hop(outcome, str(hint.get("reason", "input")), state))
         if requests:
             trace.questions.extend(Question(key, str(req.get("method")), rounds) for key, req in requests.items())
@@ -163,6 +168,16 @@ def mrtr_loop(
             delay_ms = hint.get("retryAfterMs")
             if isinstance(delay_ms, int | float) and delay_ms > 0:
                 yield Sleep(min(policy.max_hint_delay, delay_ms / 1000))
+
+
+def _check_round_limits(state: str | None, requests: Any, policy: RetryPolicy) -> None:
+    """A server cannot make the client hold a huge state or answer an unbounded number of questions."""
+    if not isinstance(requests, dict):
+        raise ProtocolViolation("inputRequests is not an object")
+    if len(requests) > policy.max_input_requests:
+        raise ProtocolViolation(f"{len(requests)} input requests in one round (at most {policy.max_input_requests})")
+    if state is not None and len(state) > policy.max_state_bytes:
+        raise ProtocolViolation(f"requestState of {len(state)} bytes (at most {policy.max_state_bytes})")
 
 
 def _auth_problem(reply: Reply) -> str:

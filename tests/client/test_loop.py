@@ -145,6 +145,21 @@ def test_rounds_are_capped() -> None:
             d.answer(_reply(sent["id"], {"resultType": "input_required", "requestState": STATE}))
 
 
+def test_a_round_with_too_many_questions_is_a_protocol_violation() -> None:
+    d = Driver(RetryPolicy(max_input_requests=2))
+    sent = d.expect_send()
+    ask = {f"q{n}": {"method": "roots/list", "params": {}} for n in range(3)}
+    with pytest.raises(ProtocolViolation, match="3 input requests in one round"):
+        d.answer(_reply(sent["id"], {"resultType": "input_required", "inputRequests": ask, "requestState": STATE}))
+
+
+def test_an_oversized_state_is_a_protocol_violation() -> None:
+    d = Driver(RetryPolicy(max_state_bytes=64))
+    sent = d.expect_send()
+    with pytest.raises(ProtocolViolation, match="requestState of 100 bytes"):
+        d.answer(_reply(sent["id"], {"resultType": "input_required", "requestState": "s" * 100}))
+
+
 def test_an_absent_result_type_means_complete() -> None:
     d = Driver()
     first = d.expect_send()

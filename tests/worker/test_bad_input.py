@@ -133,6 +133,33 @@ def test_malformed_input_responses_are_invalid_params(mcp: McpHttp, responses: o
     assert (ex.status, ex.error["code"]) == (400, -32602)
 
 
+def test_too_many_answers_are_refused_with_the_limit(mcp: McpHttp) -> None:
+    state = _first_round(mcp)
+    answers = {f"q{n}": {"action": "decline"} for n in range(17)}  # the default limit is 16
+    params = {"name": "link_accounts", "arguments": {}, "requestState": state, "inputResponses": answers}
+    ex = mcp.call("tools/call", params, capabilities=ELICIT)
+    assert (ex.status, ex.error["code"]) == (400, -32602)
+    assert ex.error["data"] == {"limit": "inputResponses", "max": 16, "got": 17}
+
+
+def test_an_oversized_answer_is_refused_with_the_limit(mcp: McpHttp) -> None:
+    state = _first_round(mcp)
+    huge = {"github_login": {"action": "accept", "content": {"name": "x" * 20_000}}}
+    params = {"name": "link_accounts", "arguments": {}, "requestState": state, "inputResponses": huge}
+    ex = mcp.call("tools/call", params, capabilities=ELICIT)
+    assert (ex.status, ex.error["code"]) == (400, -32602)
+    assert ex.error["data"]["limit"] == "answerBytes"
+    assert ex.error["data"]["got"] > ex.error["data"]["max"] == 16 * 1024
+
+
+def test_answers_within_the_limits_still_complete_the_round(mcp: McpHttp) -> None:
+    state = _first_round(mcp)
+    fine = {"github_login": {"action": "accept", "content": {"name": "x" * 100}}}
+    params = {"name": "link_accounts", "arguments": {}, "requestState": state, "inputResponses": fine}
+    ex = mcp.call("tools/call", params, capabilities=ELICIT)
+    assert set(ex.result["inputRequests"]) == {"google_login"}
+
+
 def test_an_oversized_body_is_413_and_the_worker_stays_up(worker: WorkerSpec, mcp: McpHttp) -> None:
     response = httpx.post(f"{worker.url}/mcp", content=b"x" * 2_000_000, headers=headers_for("tools/list", {}))
     assert response.status_code == 413

@@ -68,6 +68,10 @@ class WorkerSettings(BaseSettings):
     state_ttl_seconds: float = Field(default=600.0, gt=0)
     state_max_bytes: int = Field(default=64 * 1024, ge=256)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_input_responses: int = Field(default=16, ge=1)
+    """Answers one retry may carry; the tools ask a few questions per round."""
+    max_answer_bytes: int = Field(default=16 * 1024, ge=256)
+    """Size of one answer (JSON); a form or a sampled text is far smaller."""
 
     tool_packs: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["demo", "compute"])
     allowed_hosts: Annotated[list[str], NoDecode] = Field(

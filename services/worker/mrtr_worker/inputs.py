@@ -7,6 +7,7 @@ client answered, so a handler never pokes at union types.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,13 +17,34 @@ from mcp_types import CreateMessageResult, ElicitResult, ListRootsResult, TextCo
 
 InputRequestWire = dict[str, Any]
 
+SECRET_WORDS = re.compile(
+    r"pass(word|phrase|code)|secret|token|api[\s_-]?key|private[\s_-]?key|credential|\bpin\b|\botp\b", re.IGNORECASE
+)
+"""What a form must never ask for: the client, and every hop of its state, would see the answer."""
+
+
+class SecretInForm(ValueError):
+    """A form was built to ask for a secret; use `url_elicitation` so the secret never crosses the client."""
+
 
 def form(message: str, properties: Mapping[str, Any], required: list[str] | None = None) -> InputRequestWire:
-    """A form-mode elicitation. Never for secrets: those go through `url_elicitation`."""
+    """A form-mode elicitation. Never for secrets: those go through `url_elicitation`, and this refuses them."""
+    _refuse_secrets(message, properties)
     schema: dict[str, Any] = {"type": "object", "properties": dict(properties)}
     if required:
         schema["required"] = required
     return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}}
+
+
+def _refuse_secrets(message: str, properties: Mapping[str, Any]) -> None:
+    texts = [message]
+    for name, spec in properties.items():
+        texts.append(name)
+        if isinstance(spec, Mapping):
+            texts.extend(str(spec.get(field, "")) for field in ("title", "description"))
+    for text in texts:
+        if found := SECRET_WORDS.search(text):
+            raise SecretInForm(f"form asks for a secret ({found.group(0)!r} in {text!r}); use URL-mode elicitation")
 
 
 def url_elicitation(message: str, url: str) -> InputRequestWire:

@@ -7,6 +7,7 @@ import importlib
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
 
+from mrtr_worker.answer_limits import LimitAnswers
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.lifecycle import Lifecycle
@@ -50,6 +51,8 @@ def build_mcp_server(
     # Index 0 is the SDK's OpenTelemetry middleware, index 1 its requestState boundary:
     # observing between them sees sealed tokens and the boundary's rejections.
     server.middleware.insert(1, ObserveRequests(metrics, lifecycle))
+    # Cheap bounds on the client's answers, checked before the state is opened or the answers parsed.
+    server.middleware.insert(2, LimitAnswers(settings.max_input_responses, settings.max_answer_bytes))
     env = PackEnv(identity=identity, engine=engine)
     for pack in settings.tool_packs:
         _load_pack(pack)(server, env)
