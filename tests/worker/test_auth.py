@@ -230,3 +230,19 @@ def test_mint_prints_a_token_the_workers_accept(
 def test_mint_without_a_key_says_how_to_make_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mint", "dave", "--key", str(tmp_path / "missing.pem")]) == 2
     assert "scripts/compose-secrets" in capsys.readouterr().err
+
+
+def test_a_state_replayed_by_its_owner_within_its_lifetime_is_accepted(
+    strict: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: Any
+) -> None:
+    """Not prevented, by design (docs/SECURITY.md): a state is not single-use within its TTL.
+
+    Replaying it repeats the same round for the same principal and call; a
+    deployment that needs at-most-once must record consumption server-side.
+    """
+    token = issuer[0].mint("erin")
+    mcp = mcp_to(strict)
+    state = _link(mcp, token)["result"]["requestState"]
+    first = _link(mcp, token, state, GITHUB)["result"]
+    replay = _link(mcp, token, state, GITHUB)["result"]
+    assert first["inputRequests"].keys() == replay["inputRequests"].keys() == {"google_login"}
