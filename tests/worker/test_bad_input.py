@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import httpx
 import pytest
 
 from mrtr_cluster.process import WorkerSpec
-from tests.support.wire import McpHttp, headers_for
+from tests.support.wire import McpHttp, headers_for, meta
 
 ELICIT: dict[str, object] = {"elicitation": {}}
 
@@ -164,6 +165,21 @@ def test_an_oversized_body_is_413_and_the_worker_stays_up(worker: WorkerSpec, mc
     response = httpx.post(f"{worker.url}/mcp", content=b"x" * 2_000_000, headers=headers_for("tools/list", {}))
     assert response.status_code == 413
     assert mcp.call("tools/list", {}).status == 200
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "status"),
+    [("Host", "evil.example:80", 421), ("Origin", "http://evil.example", 403)],
+)
+def test_foreign_hosts_and_origins_are_refused(worker: WorkerSpec, header: str, value: str, status: int) -> None:
+    """DNS rebinding and cross-origin browser requests never reach a tool."""
+    params = {"_meta": meta()}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params})
+    response = httpx.post(
+        f"{worker.url}/mcp", content=body, headers={**headers_for("tools/list", params), header: value}
+    )
+    assert response.status_code == status
+    assert "tools" not in response.text
 
 
 def test_no_bad_input_above_left_a_traceback_or_stopped_the_worker(worker: WorkerSpec, log_dir: Path) -> None:
