@@ -1,0 +1,27 @@
+"""Fixtures: the pinned kubectl (installed by scripts/k8s-tools on first use) and every kustomization rendered once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mrtr_cluster.k8s import KUSTOMIZATIONS, MANIFESTS, Manifest, kubectl, render
+
+
+@pytest.fixture(scope="session")
+def kubectl_path() -> Path:
+    return kubectl()
+
+
+@pytest.fixture(scope="session")
+def rendered(kubectl_path: Path) -> dict[str, list[Manifest]]:
+    """`overlays/v1`, `overlays/v2` and `loadtest`, as `kubectl kustomize` renders them."""
+    return {name: render(kubectl_path, MANIFESTS / name) for name in KUSTOMIZATIONS}
+
+
+@pytest.fixture(params=["overlays/v1", "overlays/v2"])
+def cluster(request: pytest.FixtureRequest, rendered: dict[str, list[Manifest]]) -> list[Manifest]:
+    """The cluster as each version's overlay renders it."""
+    manifests: list[Manifest] = rendered[request.param]
+    return manifests
