@@ -17,7 +17,16 @@ from typing import Any
 import pytest
 
 from mrtr_cluster.k8s import MANIFESTS, ROOT, Manifest, render
-from tests.deploy.objects import compose, container, container_port, find, find_prefix, pod_labels, selects
+from tests.deploy.objects import (
+    compose,
+    compose_value,
+    container,
+    container_port,
+    find,
+    find_prefix,
+    pod_labels,
+    selects,
+)
 
 PARSE = """
 import json, os, sys
@@ -85,7 +94,7 @@ def test_they_run_the_project_suite_from_the_loadtest_image(
     rendered: dict[str, list[Manifest]], options: dict[str, dict[str, Any]]
 ) -> None:
     manifests = rendered["loadtest"]
-    image = compose()["services"]["locust-master"]["image"].replace("${MRTR_TAG:-latest}", "latest")
+    image = compose_value(compose()["services"]["locust-master"]["image"])
     copy = [line.split()[1:] for line in (ROOT / "loadtest" / "Dockerfile").read_text().splitlines()]
     assert ["loadtest", "/app/loadtest"] in copy
     for option in options.values():
