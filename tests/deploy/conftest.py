@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 import pytest
 
+from mrtr_client.dev_issuer import DevIssuer
 from mrtr_cluster.k8s import KUSTOMIZATIONS, MANIFESTS, Manifest, kubectl, render
+from mrtr_worker.keyring import new_ring
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +28,14 @@ def cluster(request: pytest.FixtureRequest, rendered: dict[str, list[Manifest]])
     """The cluster as each version's overlay renders it."""
     manifests: list[Manifest] = rendered[request.param]
     return manifests
+
+
+@pytest.fixture
+def secrets_dir(tmp_path: Path) -> Path:
+    """The files `scripts/compose-secrets` makes: key ring, development issuer key pair, admin token."""
+    directory = tmp_path / "secrets"
+    directory.mkdir()
+    (directory / "keyring.json").write_text(new_ring("k8s-1").dumps())
+    DevIssuer.generate().write(directory)
+    (directory / "admin-token").write_text(secrets.token_urlsafe(32))
+    return directory

@@ -114,8 +114,11 @@ def test_they_target_the_proxy_service(rendered: dict[str, list[Manifest]], opti
 
 
 def test_the_workers_mint_tokens_with_the_issuer_key(rendered: dict[str, list[Manifest]]) -> None:
+    """As compose's Locust workers do; the users run on the workers, so only they need the key."""
     worker = find(rendered["loadtest"], "Deployment", "locust-worker")
-    key_file = {e["name"]: e["value"] for e in container(worker, "locust")["env"]}["MRTR_ISSUER_KEY_FILE"]
+    variables = {e["name"]: e["value"] for e in container(worker, "locust")["env"]}
+    assert set(compose()["services"]["locust-worker"]["environment"]) == set(variables)
+    key_file = variables["MRTR_ISSUER_KEY_FILE"]
     mounts = {m["mountPath"]: m["name"] for m in container(worker, "locust")["volumeMounts"]}
     volume = {v["name"]: v for v in worker["spec"]["template"]["spec"]["volumes"]}[mounts[str(Path(key_file).parent)]]
     assert volume["secret"]["secretName"] == "mrtr-loadtest-auth"

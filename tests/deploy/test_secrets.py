@@ -1,21 +1,18 @@
 """Secrets: no value is committed; every Secret and key a pod mounts is one `scripts/k8s-secrets` makes.
 
-The files are generated here the way `scripts/compose-secrets` makes them for compose: a key ring,
-an Ed25519 issuer key pair, an admin token.
+The files are generated here the way `scripts/compose-secrets` makes them for compose (the
+`secrets_dir` fixture): a key ring, the development issuer's key pair, an admin token.
 """
 
 from __future__ import annotations
 
 import base64
-import secrets
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from mrtr_cluster.k8s import KUSTOMIZATIONS, MANIFESTS, ROOT, Manifest, validate_all
 from mrtr_cluster.k8s_secrets import (
@@ -25,24 +22,9 @@ from mrtr_cluster.k8s_secrets import (
     MissingSecretFile,
     secret_manifests,
 )
-from mrtr_worker.keyring import new_ring
 from tests.deploy.objects import pod_spec, workloads
 
 NAMESPACE_OF = {"cluster": CLUSTER_NAMESPACE, "loadtest": LOADTEST_NAMESPACE}
-
-
-@pytest.fixture
-def secrets_dir(tmp_path: Path) -> Path:
-    key = Ed25519PrivateKey.generate()
-    (tmp_path / "keyring.json").write_text(new_ring("k8s-1").dumps())
-    (tmp_path / "issuer-private.pem").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    (tmp_path / "issuer-public.pem").write_bytes(
-        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
-    (tmp_path / "admin-token").write_text(secrets.token_urlsafe(32))
-    return tmp_path
 
 
 def _secret_files(pod: dict[str, Any], namespace: str) -> dict[str, str]:
@@ -115,7 +97,11 @@ def test_no_secret_value_is_committed() -> None:
     ).stdout.split()
     assert committed
     for path in committed:
-        for doc in yaml.safe_load_all((ROOT / path).read_text()):
+        text = (ROOT / path).read_text()
+        assert "PRIVATE KEY" not in text, path
+        if not path.endswith(".yaml"):
+            continue
+        for doc in yaml.safe_load_all(text):
             assert not (doc and doc.get("kind") == "Secret"), path
             assert "secretGenerator" not in (doc or {}), path
 

@@ -15,7 +15,6 @@ from mrtr_cluster.k8s import Manifest
 from mrtr_lb.config import Settings as LbSettings
 from mrtr_lb.config import parse_host_port
 from mrtr_worker.config import WorkerSettings
-from mrtr_worker.keyring import new_ring
 from tests.deploy.objects import (
     compose_env,
     container,
@@ -105,18 +104,20 @@ def test_the_proxy_settings_are_ones_it_reads(cluster: list[Manifest], monkeypat
 
 
 def test_the_worker_settings_are_ones_it_reads(
-    cluster: list[Manifest], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    cluster: list[Manifest], monkeypatch: pytest.MonkeyPatch, secrets_dir: Path
 ) -> None:
+    """Every variable is a setting, and the worker accepts the values (files: the Secrets' keys, here)."""
     worker = container(_worker(cluster), "worker")
     names = {name.removeprefix("MRTR_WORKER_").lower() for name in env_names(worker)}
     assert names <= set(WorkerSettings.model_fields), names - set(WorkerSettings.model_fields)
-    ring = tmp_path / "keyring.json"
-    ring.write_text(new_ring("k8s-1").dumps())
     for name, value in env(worker).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("MRTR_WORKER_KEYRING_FILE", str(ring))
+        local = secrets_dir / Path(value).name
+        monkeypatch.setenv(name, str(local) if name.endswith("_FILE") else value)
     settings = WorkerSettings()
     assert settings.tool_packs == ["demo", "compute"]
+    assert settings.allow_anonymous is False
+    assert settings.jwt_public_key_file == secrets_dir / "issuer-public.pem"
+    assert settings.admin_token_file == secrets_dir / "admin-token"
 
 
 def test_the_pod_name_is_the_instance_id(cluster: list[Manifest]) -> None:
@@ -159,10 +160,10 @@ def test_worker_env_mirrors_compose(cluster: list[Manifest]) -> None:
     """Every setting compose gives the workers, with the same value, except where the platform differs."""
     worker = container(_worker(cluster), "worker")
     k8s = env(worker)
-    differ = {"MRTR_WORKER_KEYRING_FILE", "MRTR_WORKER_ALLOWED_HOSTS"}
     for name, value in compose_env("worker").items():
         assert name in k8s, name
-        if name not in differ:
+        # Files are where each platform mounts its secrets (test_secrets checks the k8s ones).
+        if not name.endswith("_FILE") and name != "MRTR_WORKER_ALLOWED_HOSTS":
             assert k8s[name] == value, name
     compose_hosts = set(compose_env("worker")["MRTR_WORKER_ALLOWED_HOSTS"].split(","))
     loopback = {h for h in compose_hosts if h.split(":")[0] in {"127.0.0.1", "localhost", "[::1]"}}
