@@ -38,7 +38,11 @@ def raw_task(
         "CreatedAt": stamp(created),
         "Slot": slot,
         "Spec": {"ContainerSpec": {"Image": image}},
-        "Status": {"Timestamp": stamp(changed), "State": state, "ContainerStatus": {"ContainerID": f"c-{task_id}", "ExitCode": exit_code}},
+        "Status": {
+            "Timestamp": stamp(changed),
+            "State": state,
+            "ContainerStatus": {"ContainerID": f"c-{task_id}", "ExitCode": exit_code},
+        },
         "DesiredState": desired,
     }
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import docker.errors
 from docker.models.services import Service
 
 from mrtr_cluster.swarm_tasks import Task, UpdateStatus, converged, parse_task, parse_update_status
@@ -104,7 +103,7 @@ class SwarmStack:
         label: dict[str, str | list[str] | bool] = {"label": f"{STACK_LABEL}={self.name}"}
         poll(
             lambda: (
-                not self._engine.containers.list(all=True, filters=label)
+                not self._engine.containers.list(all=True, filters=label, sparse=True, ignore_removed=True)
                 and not self._engine.networks.list(filters=label)
             ),
             f"the containers and networks of stack {self.name} to go",
@@ -162,21 +161,23 @@ class SwarmStack:
         poll(finished, f"the update of {self.qualified(service)} to finish", timeout, interval=1.0)
         return found[0]
 
-    def wait_task_done(self, service: str, timeout: float) -> Task:
-        """Wait until the service's (single) task has stopped by itself; return it (its exit code is the verdict)."""
+    def signal(self, service: str, signal: str = "SIGTERM") -> None:
+        """Send a signal to the containers of the service's running tasks (a swarm has no command for it)."""
+        for task in self.tasks(service):
+            if task.running and task.container_id:
+                self._engine.containers.get(task.container_id).kill(signal=signal)
+
+    def wait_done(self, service: str, timeout: float) -> list[Task]:
+        """Wait until every task of a run-once service has exited; return them, last exit first."""
         found: list[Task] = []
 
-        def stopped() -> bool:
-            try:
-                tasks = self.tasks(service)
-            except docker.errors.NotFound:
-                return False
-            done = [t for t in tasks if t.stopped and t.exit_code is not None]
-            found[:] = sorted(done, key=lambda t: t.changed)[-1:]
-            return bool(found) and not any(t.running for t in tasks)
+        def exited() -> bool:
+            tasks = self.tasks(service)
+            found[:] = sorted((t for t in tasks if t.stopped), key=lambda t: t.changed, reverse=True)
+            return bool(found) and all(t.exit_code is not None for t in found) and not any(t.running for t in tasks)
 
-        poll(stopped, f"{self.qualified(service)} to finish", timeout, interval=1.0)
-        return found[0]
+        poll(exited, f"the tasks of {self.qualified(service)} to exit", timeout, interval=1.0)
+        return found
 
 
 def image_id(engine: docker.DockerClient, reference: str) -> str:
