@@ -29,7 +29,7 @@ from typing import Any
 import docker
 import httpx
 
-from mrtr_cluster.swarm_fleet import SwarmStack, image_id, poll
+from mrtr_cluster.swarm_fleet import SwarmStack, image_id, poll, swarm_state
 from mrtr_cluster.swarm_tasks import Task, UpdateStatus, replacements
 from mrtr_cluster.upgrade import Step, step_record
 from mrtr_cluster.walkthrough_report import Inputs, load_events, verdict, write_report
@@ -251,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     engine = docker.from_env()
+    if swarm_state(engine) != "active":
+        print("swarm-walkthrough: this engine is in no swarm; `docker swarm init --advertise-addr 127.0.0.1` first")
+        return 2
     ids = images(engine)
     new_image = ids.pop("MRTR_WORKER_V2_IMAGE")
     env = {**ids, "MRTR_PORT": str(args.port), "MRTR_LOCUST_PORT": str(args.locust_port), "MRTR_MAX_SLICE_MS": "500"}
