@@ -15,7 +15,7 @@ import docker
 import pytest
 
 from mrtr_client.dev_issuer import DevIssuer
-from mrtr_cluster.swarm_fleet import SwarmStack
+from mrtr_cluster.swarm_fleet import SwarmStack, port_taken
 from mrtr_cluster.swarm_walkthrough import deploy_cluster, images
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +48,8 @@ def stack(engine: docker.DockerClient, lb_url: str, image_ids: dict[str, str]) -
     }  # fmt: skip
     swarm_stack = SwarmStack(os.environ.get("MRTR_SWARM_STACK", "mrtr-swarm-e2e"), ROOT, env, engine)
     swarm_stack.remove()  # whatever an interrupted run left
+    taken = [port for port in (env["MRTR_PORT"], env["MRTR_LOCUST_PORT"]) if port_taken(int(port))]
+    assert not taken, f"ports {taken} are taken on this machine: set MRTR_SWARM_PORT / MRTR_SWARM_LOCUST_PORT"
     try:
         deploy_cluster(swarm_stack, lb_url)
         yield swarm_stack

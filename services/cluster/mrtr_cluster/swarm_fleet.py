@@ -12,6 +12,7 @@ Every wait polls a condition until a deadline.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -38,6 +39,16 @@ def poll(condition: Callable[[], bool], what: str, timeout: float, interval: flo
         if time.monotonic() >= deadline:
             raise SwarmTimeout(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
+
+
+def port_taken(port: int) -> bool:
+    """Whether something on this node already listens on `port` (a host-mode port binds every address)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False
 
 
 def swarm_state(engine: docker.DockerClient) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 import docker
 import httpx
 
-from mrtr_cluster.swarm_fleet import SwarmStack, image_id, poll, swarm_state
+from mrtr_cluster.swarm_fleet import SwarmStack, image_id, poll, port_taken, swarm_state
 from mrtr_cluster.swarm_tasks import Task, UpdateStatus, replacements
 from mrtr_cluster.upgrade import Step, step_record
 from mrtr_cluster.walkthrough_report import Inputs, load_events, verdict, write_report
@@ -260,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     stack = SwarmStack(args.stack, ROOT, env, engine)
     url = f"http://127.0.0.1:{args.port}"
     stack.remove()  # a fresh fleet of v1 workers every run
+    if taken := [port for port in (args.port, args.locust_port) if port_taken(port)]:
+        print(f"swarm-walkthrough: ports {taken} are taken on this machine; pick others (--port, --locust-port)")
+        return 2
     try:
         deploy_cluster(stack, url)
         print(f"swarm-walkthrough: stack {stack.name}: {stack.replicas('worker')} v1 workers behind {url}", flush=True)
