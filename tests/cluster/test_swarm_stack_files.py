@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from mrtr_worker.config import WorkerSettings
+from tests.support.compose_files import compose_project, merge
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,3 +140,37 @@ def test_the_headless_run_writes_one_events_file_per_locust_worker() -> None:
     master_env = headless["services"]["locust-master"]["environment"]
     assert master_env["LOCUST_HEADLESS"] == "true"
     assert master_env["LOCUST_RUN_TIME"].startswith("${MRTR_LOCUST_RUN_TIME")
+
+
+def test_docker_compose_still_sees_the_whole_cluster_through_the_override() -> None:
+    """The split moved the compose-only parts; the project compose reads (both files) is the one it was."""
+    project = compose_project()
+    services = project["services"]
+    assert set(services) == {"lb", "worker", "worker-v2", "haproxy", "locust-master", "locust-worker"}
+    assert services["lb"]["depends_on"] == {"worker": {"condition": "service_healthy"}}
+    assert services["lb"]["ports"] == ["${MRTR_BIND:-127.0.0.1}:${MRTR_PORT:-8080}:8080"]
+    assert services["haproxy"]["profiles"] == ["haproxy"]
+    assert services["locust-master"]["profiles"] == services["locust-worker"]["profiles"] == ["loadtest"]
+
+
+def test_worker_v2_is_the_worker_with_another_version_for_compose() -> None:
+    worker, v2 = compose_project()["services"]["worker"], compose_project()["services"]["worker-v2"]
+    assert v2["environment"] == {
+        **worker["environment"],
+        "MRTR_WORKER_WRITE_STATE_FORMAT": "${MRTR_V2_WRITE_STATE_FORMAT:-1}",
+    }
+    assert v2["build"] == {**worker["build"], "args": {**worker["build"]["args"], "WORKER_VERSION": "2"}}
+    assert (v2["image"], worker["image"]) == ("mrtr-worker:v2", "mrtr-worker:v1")
+    assert v2["networks"] == {"default": {"aliases": ["worker"]}}
+    for key in ("secrets", "stop_grace_period", "restart"):
+        assert v2[key] == worker[key]
+    assert v2["deploy"] == {"replicas": "${MRTR_V2_WORKERS:-0}"}
+
+
+def test_the_merge_follows_compose_rules() -> None:
+    assert merge({"a": {"x": 1, "y": 2}}, {"a": {"y": 3}}) == {"a": {"x": 1, "y": 3}}
+    assert merge(["a"], {"a": {"condition": "service_healthy"}}, "depends_on") == {
+        "a": {"condition": "service_healthy"}
+    }
+    assert merge(["a", "b"], ["b", "c"], "secrets") == ["a", "b", "c"]
+    assert merge(["locust", "-f"], ["locust", "--worker"], "command") == ["locust", "--worker"]
