@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mrtr_cluster.k8s import ROOT, Manifest
+from tests.support.compose_files import compose_project
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
 
@@ -71,8 +70,8 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 
 def compose() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((ROOT / "compose.yaml").read_text())
-    return data
+    """The compose project as `docker compose` reads it (compose.yaml and compose.override.yaml)."""
+    return compose_project(ROOT)
 
 
 _DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^}]*)\}")
