@@ -102,6 +102,25 @@ def test_a_missing_capability_is_32021_with_what_is_required(mcp: McpHttp) -> No
     assert ex.error["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
 
 
+@pytest.mark.parametrize(
+    ("params", "data"),
+    [
+        ({"name": "no_such_prompt"}, {"name": "no_such_prompt"}),
+        (
+            {"name": "onboarding", "arguments": {"tone": "warm"}},
+            {"name": "onboarding", "missing": [], "unexpected": ["tone"]},
+        ),
+    ],
+)
+def test_an_unknown_prompt_or_argument_is_invalid_params_not_an_internal_error(
+    mcp: McpHttp, params: dict[str, object], data: dict[str, object]
+) -> None:
+    """Found by the fuzz suite: the SDK answered both with -32603 and logged a traceback."""
+    ex = mcp.call("prompts/get", params, capabilities=ELICIT)
+    assert (ex.status, ex.error["code"]) == (400, -32602)
+    assert ex.error["data"] == data
+
+
 def _first_round(mcp: McpHttp) -> str:
     ex = mcp.call("tools/call", {"name": "link_accounts", "arguments": {}}, capabilities=ELICIT)
     assert ex.result["resultType"] == "input_required"
