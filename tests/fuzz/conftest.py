@@ -15,8 +15,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from mrtr_cluster.process import WorkerSpec, free_port
 from tests.fuzz.budget import PROFILE
+from tests.fuzz.origins import HOP_BY_HOP, Origins, collect
 from tests.fuzz.tally import TALLY
+from tests.fuzz.target import FuzzTarget
 
 _SLOW_IS_FINE = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
@@ -40,13 +43,47 @@ settings.register_profile(
 settings.load_profile(PROFILE)
 
 
+@pytest.fixture(scope="session")
+def target(keyring_file: Path, log_dir: Path) -> Iterator[FuzzTarget]:
+    """One real worker for the whole fuzz suite (starting one per module would cost more than the fuzzing).
+
+    Demo and compute packs, 1 ms time slices: a computation, fuzzed or not, hands back after a step or two.
+    """
+    spec = WorkerSpec(
+        instance_id="fuzz",
+        port=free_port(),
+        keyring_file=keyring_file,
+        tool_packs=("demo", "compute"),
+        extra_env=tuple(HOP_BY_HOP.items()),
+    )
+    process = spec.process(log_dir).start()
+    try:
+        process.wait_ready()
+        fuzzed = FuzzTarget(spec, process, log_dir / f"{spec.instance_id}.log")
+        yield fuzzed
+        fuzzed.close()
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="session")
+def origins(target: FuzzTarget) -> Origins:
+    """Real sealed states, collected once from the worker under fuzz."""
+    return collect(target.mcp)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Count cases under the running test; after each test that used the worker, check it is still healthy."""
     TALLY.current = item.nodeid
     try:
-        return (yield)
+        result = yield
     finally:
         TALLY.current = ""
+    target = getattr(item, "funcargs", {}).get("target")
+    if isinstance(target, FuzzTarget):
+        target.assert_healthy()
+    return result
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

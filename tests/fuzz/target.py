@@ -1,7 +1,8 @@
 """A real worker process under fuzz: send raw requests, judge the answers, watch it stay up.
 
-Each fuzz module starts its own worker (through the shared `start_worker`
-fixture), so its log and its rejection counters see only that module's cases.
+The fuzz suite shares one worker (the `target` fixture); nothing else talks
+to it, so its log and its rejection counters see only the suite's cases, and
+the tests run one at a time, so a before/after reading of a counter is exact.
 """
 
 from __future__ import annotations

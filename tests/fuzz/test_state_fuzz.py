@@ -18,8 +18,6 @@ as a rejection and never a crash.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,31 +27,16 @@ from mcp.server.request_state import AESGCMRequestStateCodec
 
 from mrtr_worker.keyring import KeyRing
 from mrtr_worker.state_layout import StateLayout, Trace, UnreadableState
-from tests.conftest import StartWorker
 from tests.fuzz.budget import budget
 from tests.fuzz.calls import Call
 from tests.fuzz.oracle import Verdict
-from tests.fuzz.origins import EXPECTED, HOP_BY_HOP, Origins, binding, collect, finish
+from tests.fuzz.origins import EXPECTED, Origins, binding, finish
 from tests.fuzz.state_strategies import REASONS, changed_layouts, mutated_tokens
 from tests.fuzz.tally import TALLY
 from tests.fuzz.target import MAX_BODY_BYTES, FuzzTarget, rejections_added
 from tests.fuzz.wire_strategies import json_values, plain_hostile_values
 
 FROZEN = {"code": -32602, "message": "Invalid or expired requestState", "data": {"reason": "invalid_request_state"}}
-
-
-@pytest.fixture(scope="module")
-def target(start_worker: StartWorker, log_dir: Path) -> Iterator[FuzzTarget]:
-    spec, process = start_worker(tool_packs=("demo", "compute"), env=HOP_BY_HOP)
-    fuzzed = FuzzTarget(spec, process, log_dir / f"{spec.instance_id}.log")
-    yield fuzzed
-    fuzzed.assert_healthy()
-    fuzzed.close()
-
-
-@pytest.fixture(scope="module")
-def origins(target: FuzzTarget) -> Origins:
-    return collect(target.mcp)
 
 
 LABELS = ["haiku", "hash", "link-1", "link-2", "pi", "primes", "prompt", "resource", "roots", "vault"]

@@ -11,19 +11,15 @@ the exact count, and a question asked midway folds in whatever is answered.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrtr_worker.compute.montecarlo import ESTIMATE_PI
 from mrtr_worker.packs.demo import LOGINS_BY_VERSION, PAST_TENSE, PROVIDERS
-from tests.conftest import StartWorker
 from tests.fuzz.budget import budget
-from tests.fuzz.origins import ANSWERS, EXPECTED, HOP_BY_HOP, PI, Origin, Origins, collect, finish
+from tests.fuzz.origins import ANSWERS, EXPECTED, PI, Origin, Origins, finish
 from tests.fuzz.tally import TALLY
 from tests.fuzz.target import FuzzTarget
 from tests.fuzz.wire_strategies import any_text
@@ -31,20 +27,6 @@ from tests.fuzz.wire_strategies import any_text
 NEEDED = LOGINS_BY_VERSION[1]
 LINKED_BY_ROUND = {"link-1": {}, "link-2": {"github_login": "octocat"}}
 """What each replayed login state already carries."""
-
-
-@pytest.fixture(scope="module")
-def target(start_worker: StartWorker, log_dir: Path) -> Iterator[FuzzTarget]:
-    spec, process = start_worker(tool_packs=("demo", "compute"), env=HOP_BY_HOP)
-    fuzzed = FuzzTarget(spec, process, log_dir / f"{spec.instance_id}.log")
-    yield fuzzed
-    fuzzed.assert_healthy()
-    fuzzed.close()
-
-
-@pytest.fixture(scope="module")
-def origins(target: FuzzTarget) -> Origins:
-    return collect(target.mcp)
 
 
 # --- the login scenario against a model --------------------------------------------------------------------

@@ -8,14 +8,11 @@ traceback; each property ends with a health check.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import StartWorker
 from tests.fuzz.budget import budget
 from tests.fuzz.call_strategies import ALL_CAPABILITIES, prompt_and_resource_calls, tool_calls
 from tests.fuzz.calls import ELICIT, VALID_CALLS, Call, envelope, headers_for
@@ -30,18 +27,6 @@ from tests.fuzz.wire_strategies import (
     json_values,
     sent_with_correct_headers,
 )
-
-FAST_COMPUTATIONS = {"MRTR_WORKER_MAX_SLICE_MS": "50", "MRTR_WORKER_MIN_SLICE_MS": "10"}
-"""A computation with fuzzed (possibly huge) arguments hands back within 50 ms instead of running on."""
-
-
-@pytest.fixture(scope="module")
-def target(start_worker: StartWorker, log_dir: Path) -> Iterator[FuzzTarget]:
-    spec, process = start_worker(tool_packs=("demo", "compute"), env=FAST_COMPUTATIONS)
-    fuzzed = FuzzTarget(spec, process, log_dir / f"{spec.instance_id}.log")
-    yield fuzzed
-    fuzzed.assert_healthy()
-    fuzzed.close()
 
 
 @pytest.mark.parametrize("call", VALID_CALLS, ids=[c.label for c in VALID_CALLS])
@@ -113,7 +98,3 @@ def test_any_value_as_request_state_or_answers_never_completes_a_login(target: F
         if verdict.kind == "result":
             assert verdict.message["result"].get("resultType") == "input_required", verdict.message
         TALLY.case(f"{member}: {verdict.outcome}")
-
-
-def test_the_worker_is_healthy_after_the_fuzz(target: FuzzTarget) -> None:
-    target.assert_healthy()
