@@ -180,6 +180,15 @@ def test_answers_within_the_limits_still_complete_the_round(mcp: McpHttp) -> Non
     assert set(ex.result["inputRequests"]) == {"google_login"}
 
 
+def test_an_answer_with_a_lone_surrogate_is_measured_not_an_internal_error(mcp: McpHttp) -> None:
+    """Found by the fuzz suite: measuring the answer's size raised on "\\ud800" (legal JSON), giving -32603."""
+    state = _first_round(mcp)
+    odd = {"github_login": {"action": "accept", "content": {"name": "\ud800"}}}
+    params = {"name": "link_accounts", "arguments": {}, "requestState": state, "inputResponses": odd}
+    ex = mcp.call("tools/call", params, capabilities=ELICIT)
+    assert set(ex.result["inputRequests"]) == {"google_login"}
+
+
 def test_an_oversized_body_is_413_and_the_worker_stays_up(worker: WorkerSpec, mcp: McpHttp) -> None:
     response = httpx.post(f"{worker.url}/mcp", content=b"x" * 2_000_000, headers=headers_for("tools/list", {}))
     assert response.status_code == 413
