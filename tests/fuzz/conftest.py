@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from mrtr_client.dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_cluster.process import WorkerSpec, free_port
 from tests.fuzz.budget import PROFILE
 from tests.fuzz.origins import HOP_BY_HOP, Origins, collect
@@ -44,17 +45,27 @@ settings.load_profile(PROFILE)
 
 
 @pytest.fixture(scope="session")
-def target(keyring_file: Path, log_dir: Path) -> Iterator[FuzzTarget]:
+def issuer(tmp_path_factory: pytest.TempPathFactory) -> tuple[DevIssuer, Path]:
+    """The development token issuer the fuzzed worker trusts, and its public key file."""
+    directory = tmp_path_factory.mktemp("issuer")
+    return DevIssuer.ensure(directory), directory / PUBLIC_KEY_NAME
+
+
+@pytest.fixture(scope="session")
+def target(keyring_file: Path, log_dir: Path, issuer: tuple[DevIssuer, Path]) -> Iterator[FuzzTarget]:
     """One real worker for the whole fuzz suite (starting one per module would cost more than the fuzzing).
 
-    Demo and compute packs, 1 ms time slices: a computation, fuzzed or not, hands back after a step or two.
+    Demo and compute packs, 1 ms time slices (a computation, fuzzed or not, hands back after a step or two),
+    bearer tokens of the development issuer verified, anonymous calls allowed (the local cluster's setting):
+    so the same worker serves the anonymous fuzz and the cross-user state swaps.
     """
+    auth = {"MRTR_WORKER_JWT_PUBLIC_KEY_FILE": str(issuer[1]), "MRTR_WORKER_ALLOW_ANONYMOUS": "true"}
     spec = WorkerSpec(
         instance_id="fuzz",
         port=free_port(),
         keyring_file=keyring_file,
         tool_packs=("demo", "compute"),
-        extra_env=tuple(HOP_BY_HOP.items()),
+        extra_env=tuple({**HOP_BY_HOP, **auth}.items()),
     )
     process = spec.process(log_dir).start()
     try:

@@ -8,8 +8,10 @@
 * never -32603 (internal error) and never a tool result that only says the
   tool raised: both mean the worker let an exception through;
 * an answer that is not JSON-RPC is one of the transport rejections (bad
-  Content-Type or Accept, Host, Origin, verb, body size), or the 202 of a
-  notification.
+  Content-Type or Accept, Host, Origin, verb, body size), the 202 of a
+  notification, or a 401 in the RFC 6750 shape; the fuzzed worker allows
+  anonymous calls, so a 401 only ever answers a request that carried
+  credentials (a bad token never becomes an anonymous call, nor a 5xx).
 
 A request that names a 2025-era protocol version in its header is served by
 the SDK's legacy transport (a dual-era server may do so); there only the
@@ -91,7 +93,7 @@ class Verdict:
 
     status: int
     kind: str
-    """`result`, `error`, `accepted` (202 to a notification) or `transport` (a plain HTTP refusal)."""
+    """`result`, `error`, `accepted` (202 to a notification), `unauthorized` (401) or `transport` (an HTTP refusal)."""
     message: dict[str, Any]
 
     @property
@@ -104,7 +106,7 @@ class Verdict:
         """A short label for the case tally."""
         if self.kind == "error":
             return f"error {self.code}"
-        if self.kind == "transport":
+        if self.kind in ("transport", "unauthorized"):
             return f"http {self.status}"
         return self.kind
 
@@ -116,6 +118,11 @@ def judge(sent: Sent, response: httpx.Response) -> Verdict:
     for marker in _STACK_TRACE:
         assert marker not in text, f"stack trace in the body for {_show(sent)}: {text[:500]}"
     content_type = response.headers.get("content-type", "")
+    if response.status_code == 401:
+        assert sent.header("authorization") is not None, f"401 to a request without credentials: {_show(sent)}"
+        assert response.headers.get("www-authenticate", "").startswith("Bearer"), response.headers
+        assert response.json()["error"] == "invalid_token", text[:200]
+        return Verdict(401, "unauthorized", {})
     if response.status_code == 202:
         assert not response.content, text[:200]
         assert isinstance(sent.message, dict), f"202 to a body that is not a JSON object: {_show(sent)}"

@@ -311,6 +311,10 @@ ACCEPTS = (
     "text/html",
     "",
 )
+AUTHORIZATIONS = tuple(
+    v.encode() for v in ("Bearer not.a.jwt", "Bearer", "Bearer  ", "bearer a.b.c", "Basic YWxpY2U6c2VjcmV0", "Token x")
+)
+"""Credentials that are no valid token: each must be a 401, never an anonymous call."""
 HEADER_NAMES = ("Content-Type", "Accept", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name")
 EXTRA_HEADERS = (
     "Mcp-Session-Id",
@@ -338,7 +342,9 @@ def header_mutation(draw: st.DrawFn, headers: list[tuple[str, bytes]]) -> list[t
         value = draw(header_values | st.sampled_from(PROTOCOL_VERSIONS).map(str.encode))
         return [*out, (k, value)] if draw(st.booleans()) else [(k, value), *out]
     if op == "extra":
-        return [*out, (draw(st.sampled_from(EXTRA_HEADERS)), draw(header_values))]
+        extra = draw(st.sampled_from(EXTRA_HEADERS))
+        values = st.sampled_from(AUTHORIZATIONS) | header_values if extra == "Authorization" else header_values
+        return [*out, (extra, draw(values))]
     name, choices = {
         "version": ("MCP-Protocol-Version", st.sampled_from(PROTOCOL_VERSIONS).map(str.encode) | header_values),
         "method": ("Mcp-Method", st.sampled_from(METHODS).map(str.encode) | header_values),
