@@ -22,6 +22,8 @@ from tests.support.wire import McpHttp
 REJECTIONS = "mrtr_worker_state_rejections_total"
 MAX_BODY_BYTES = 1024 * 1024
 """The worker's default `MRTR_WORKER_MAX_BODY_BYTES`."""
+MAX_HEADER_BYTES = 64 * 1024
+"""Beyond this many bytes of headers uvicorn may refuse the request by closing the connection."""
 
 
 class FuzzTarget:
@@ -48,10 +50,14 @@ class FuzzTarget:
             headers = [(name.encode("latin-1"), value) for name, value in sent.headers]
             response = self.mcp.http.post(self.endpoint, content=sent.body, headers=headers)
         except httpx.TransportError:
-            # Over the body limit the worker may answer 413 and close while the body is still arriving.
-            assert len(sent.body) > MAX_BODY_BYTES, f"connection failed on a {len(sent.body)}-byte body"
+            # Over the body limit the worker may answer 413 and close while the body is still arriving;
+            # a header block the HTTP server cannot take (hundreds of KiB) is refused at the connection.
+            header_bytes = sum(len(name) + len(value) for name, value in sent.headers)
+            assert len(sent.body) > MAX_BODY_BYTES or header_bytes > MAX_HEADER_BYTES, (
+                f"connection failed on a {len(sent.body)}-byte body with {header_bytes} bytes of headers"
+            )
             self.assert_unharmed()
-            return Verdict(413, "transport", {}), None
+            return Verdict(413 if len(sent.body) > MAX_BODY_BYTES else 431, "transport", {}), None
         logged = self._new_log()  # read before judging, so a failed case does not leak into the next one
         verdict = judge(sent, response)
         self._assert_unharmed(logged)

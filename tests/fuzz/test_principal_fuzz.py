@@ -20,9 +20,9 @@ from mrtr_client.dev_issuer import DevIssuer
 from tests.fuzz.budget import budget
 from tests.fuzz.calls import ELICIT, Call
 from tests.fuzz.origins import ANSWERS, PRIMES
+from tests.fuzz.rejections import assert_rejected, present_and_count
 from tests.fuzz.tally import TALLY
-from tests.fuzz.target import FuzzTarget, rejections_added
-from tests.fuzz.test_state_fuzz import assert_rejected
+from tests.fuzz.target import FuzzTarget
 from tests.fuzz.wire_strategies import any_text
 
 LINK = Call("link", "tools/call", {"name": "link_accounts", "arguments": {}}, ELICIT)
@@ -73,9 +73,7 @@ def test_a_state_works_only_for_the_principal_it_was_sealed_for(
     state = first.message["result"]["requestState"]
     params = {**request.params, "requestState": state, **({"inputResponses": answers} if answers else {})}
 
-    before = target.rejections()
-    verdict = target.call(request, params, headers=headers(issuer[0], presenter))
-    added = rejections_added(before, target.rejections())
+    verdict, added = present_and_count(target, request, params, headers=headers(issuer[0], presenter))
 
     who = "anonymous" if owner is None else "user"
     to = "anonymous" if presenter is None else "user"

@@ -29,32 +29,14 @@ from mrtr_worker.keyring import KeyRing
 from mrtr_worker.state_layout import StateLayout, Trace, UnreadableState
 from tests.fuzz.budget import budget
 from tests.fuzz.calls import Call
-from tests.fuzz.oracle import Verdict
 from tests.fuzz.origins import EXPECTED, Origins, binding, finish
+from tests.fuzz.rejections import assert_rejected, present_and_count
 from tests.fuzz.state_strategies import REASONS, changed_layouts, mutated_tokens
 from tests.fuzz.tally import TALLY
-from tests.fuzz.target import MAX_BODY_BYTES, FuzzTarget, rejections_added
+from tests.fuzz.target import MAX_BODY_BYTES, FuzzTarget
 from tests.fuzz.wire_strategies import json_values, plain_hostile_values
 
-FROZEN = {"code": -32602, "message": "Invalid or expired requestState", "data": {"reason": "invalid_request_state"}}
-
-
 LABELS = ["haiku", "hash", "link-1", "link-2", "pi", "primes", "prompt", "resource", "roots", "vault"]
-
-
-def assert_rejected(verdict: Verdict) -> None:
-    if verdict.kind == "result":
-        result = verdict.message["result"]
-        kind = "an input_required round" if result.get("resultType") == "input_required" else "a COMPLETE result"
-        raise AssertionError(f"a forged state was accepted and produced {kind}: {result}")
-    assert verdict.status == 400, verdict
-    assert verdict.message["error"] == FROZEN, verdict.message
-
-
-def present_and_count(target: FuzzTarget, call: Call, params: dict[str, Any]) -> tuple[Verdict, dict[str, float]]:
-    before = target.rejections()
-    verdict = target.call(call, params)
-    return verdict, rejections_added(before, target.rejections())
 
 
 @pytest.mark.parametrize("label", LABELS)

@@ -312,7 +312,8 @@ ACCEPTS = (
     "",
 )
 AUTHORIZATIONS = tuple(
-    v.encode() for v in ("Bearer not.a.jwt", "Bearer", "Bearer  ", "bearer a.b.c", "Basic YWxpY2U6c2VjcmV0", "Token x")
+    value.encode()
+    for value in ("Bearer not.a.jwt", "Bearer", "Bearer x y", "bearer a.b.c", "Basic YWxpY2U6c2VjcmV0", "Token x")
 )
 """Credentials that are no valid token: each must be a 401, never an anonymous call."""
 HEADER_NAMES = ("Content-Type", "Accept", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name")
