@@ -38,6 +38,18 @@ def test_every_valid_request_gets_a_result(target: FuzzTarget, call: Call) -> No
     assert verdict.message["id"] == 7
 
 
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-11-25"])
+@pytest.mark.parametrize("call", VALID_CALLS, ids=[c.label for c in VALID_CALLS])
+def test_every_valid_request_under_a_2025_era_header_gets_a_valid_answer(
+    target: FuzzTarget, call: Call, version: str
+) -> None:
+    """The SDK's legacy transport answers these: whatever it says must pass the oracle (a hand-back once did not)."""
+    doc = call.document(9)
+    headers = [(k, version.encode() if k == "MCP-Protocol-Version" else v) for k, v in headers_for(doc)]
+    verdict, _ = target.send(Sent(json.dumps(doc).encode(), headers))
+    assert verdict.kind in ("result", "error"), verdict
+
+
 @settings(max_examples=budget(300))
 @given(case=broken_requests())
 def test_broken_requests_get_valid_answers(target: FuzzTarget, case: tuple[Call, Sent]) -> None:
