@@ -102,6 +102,25 @@ def test_a_missing_capability_is_32021_with_what_is_required(mcp: McpHttp) -> No
     assert ex.error["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
 
 
+@pytest.mark.parametrize(
+    ("params", "data"),
+    [
+        ({"name": "no_such_prompt"}, {"name": "no_such_prompt"}),
+        (
+            {"name": "onboarding", "arguments": {"tone": "warm"}},
+            {"name": "onboarding", "missing": [], "unexpected": ["tone"]},
+        ),
+    ],
+)
+def test_an_unknown_prompt_or_argument_is_invalid_params_not_an_internal_error(
+    mcp: McpHttp, params: dict[str, object], data: dict[str, object]
+) -> None:
+    """Found by the fuzz suite: the SDK answered both with -32603 and logged a traceback."""
+    ex = mcp.call("prompts/get", params, capabilities=ELICIT)
+    assert (ex.status, ex.error["code"]) == (400, -32602)
+    assert ex.error["data"] == data
+
+
 def _first_round(mcp: McpHttp) -> str:
     ex = mcp.call("tools/call", {"name": "link_accounts", "arguments": {}}, capabilities=ELICIT)
     assert ex.result["resultType"] == "input_required"
@@ -157,6 +176,15 @@ def test_answers_within_the_limits_still_complete_the_round(mcp: McpHttp) -> Non
     state = _first_round(mcp)
     fine = {"github_login": {"action": "accept", "content": {"name": "x" * 100}}}
     params = {"name": "link_accounts", "arguments": {}, "requestState": state, "inputResponses": fine}
+    ex = mcp.call("tools/call", params, capabilities=ELICIT)
+    assert set(ex.result["inputRequests"]) == {"google_login"}
+
+
+def test_an_answer_with_a_lone_surrogate_is_measured_not_an_internal_error(mcp: McpHttp) -> None:
+    """Found by the fuzz suite: measuring the answer's size raised on "\\ud800" (legal JSON), giving -32603."""
+    state = _first_round(mcp)
+    odd = {"github_login": {"action": "accept", "content": {"name": "\ud800"}}}
+    params = {"name": "link_accounts", "arguments": {}, "requestState": state, "inputResponses": odd}
     ex = mcp.call("tools/call", params, capabilities=ELICIT)
     assert set(ex.result["inputRequests"]) == {"google_login"}
 

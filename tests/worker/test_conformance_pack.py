@@ -170,6 +170,14 @@ def test_multiple_inputs_keeps_partial_answers_in_the_state(mcp: Mcp) -> None:
     assert "name=Alice" in _text(done)
 
 
+def test_a_prompt_missing_a_required_argument_is_invalid_params(mcp: Mcp) -> None:
+    ex = mcp.request("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a"}})
+    assert (ex.status, ex.error["code"]) == (400, -32602)
+    assert ex.error["data"] == {"name": "test_prompt_with_arguments", "missing": ["arg2"], "unexpected": []}
+    done = mcp.request("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}})
+    assert "arg2='b'" in done.result["messages"][0]["content"]["text"]
+
+
 def test_prompt_completes_with_messages_after_the_retry(mcp: Mcp) -> None:
     params = {"name": "test_input_required_result_prompt"}
     first = mcp.request("prompts/get", params).result

@@ -100,10 +100,11 @@ def test_answers_offered_before_being_asked_are_used(client_for: Any, worker: An
     assert result["structuredContent"] == {"linked": {"github_login": "early", "google_login": "early"}}
 
 
-def test_a_declined_login_ends_the_call_with_an_error_result(client_for: Any) -> None:
-    done = client_for(ScriptedInputs(forms={"github_login": "decline"})).call_tool("link_accounts")
+@pytest.mark.parametrize(("action", "text"), [("decline", "declined"), ("cancel", "cancelled")])
+def test_a_declined_login_ends_the_call_with_an_error_result(client_for: Any, action: str, text: str) -> None:
+    done = client_for(ScriptedInputs(forms={"github_login": action})).call_tool("link_accounts")
     assert done.is_error
-    assert "declined" in done.text
+    assert done.text == f"GitHub login was {text}; nothing linked."
 
 
 def test_sampling_tool_uses_the_clients_model(client_for: Any) -> None:

@@ -186,10 +186,15 @@ def test_an_oversized_state_is_rejected_before_decoding(mcp: McpHttp) -> None:
     assert _present(mcp, "v1." + "A" * 70_000) == 400
 
 
-def test_a_state_layout_the_worker_cannot_read_asks_the_client_to_start_again(mcp: McpHttp, keyring: KeyRing) -> None:
+@pytest.mark.parametrize("fmt", [99, [1], {"v": 1}, True, "1"], ids=repr)
+def test_a_state_layout_the_worker_cannot_read_asks_the_client_to_start_again(
+    mcp: McpHttp, keyring: KeyRing, fmt: object
+) -> None:
+    """Any format the worker does not read, not only a future number (a list made it raise: found by fuzzing)."""
+
     def future_layout(claims: dict[str, Any]) -> None:
         inner = json.loads(claims["s"])
-        inner["fmt"] = 99
+        inner["fmt"] = fmt
         claims["s"] = json.dumps(inner)
 
     ex = mcp.call(

@@ -37,7 +37,8 @@ class LimitAnswers:
                 data={"limit": "inputResponses", "max": self._max_answers, "got": len(answers)},
             )
         for key, answer in answers.items():
-            size = len(json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode())
+            # surrogatepass: a lone surrogate is legal in JSON text ("\ud800") and must be measured, not raise.
+            size = len(json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
             if size > self._max_answer_bytes:
                 raise MCPError(
                     code=INVALID_PARAMS,

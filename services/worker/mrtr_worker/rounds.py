@@ -23,6 +23,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import ClientCapabilities, InputRequiredResult
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mrtr_worker.inputs import InputRequestWire
 from mrtr_worker.state_layout import StateLayout
@@ -59,6 +60,8 @@ class Round:
         self.identity = identity
         self.capabilities: ClientCapabilities | None = ctx.client_capabilities
         self.responses: Mapping[str, Any] = ctx.input_responses or {}
+        self.can_hand_back = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        """False on a 2025-era request (served by the SDK's legacy transport): that wire has no input_required."""
         decoded = identity.layout.decode(ctx.request_state)
         self.data, self.trace, self._extra = decoded.data, decoded.trace, decoded.extra
 

@@ -14,6 +14,7 @@ from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.observe import ObserveRequests
 from mrtr_worker.packs import PackEnv, Register
+from mrtr_worker.prompt_guard import PromptGuard
 from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.state_codec import FleetStateCodec
 
@@ -53,6 +54,8 @@ def build_mcp_server(
     server.middleware.insert(1, ObserveRequests(metrics, lifecycle))
     # Cheap bounds on the client's answers, checked before the state is opened or the answers parsed.
     server.middleware.insert(2, LimitAnswers(settings.max_input_responses, settings.max_answer_bytes))
+    # Innermost, after the requestState boundary: a bad prompt name or arguments is -32602, not -32603.
+    server.middleware.append(PromptGuard(server))
     env = PackEnv(identity=identity, engine=engine)
     for pack in settings.tool_packs:
         _load_pack(pack)(server, env)

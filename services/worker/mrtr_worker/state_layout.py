@@ -76,7 +76,7 @@ class StateLayout:
 
     def set_write_format(self, fmt: int) -> None:
         """Switch the layout written from now on (the contract step of a rollout)."""
-        if fmt not in self.readable:
+        if type(fmt) is not int or fmt not in self.readable:  # not a list (unhashable), not True (== 1)
             raise ValueError(
                 f"version {self.version} cannot write state format {fmt}; it reads {sorted(self.readable)}"
             )
@@ -103,7 +103,7 @@ class StateLayout:
             fmt = doc.pop("fmt")
         except (ValueError, KeyError, TypeError, AttributeError):
             raise UnreadableState("malformed plaintext") from None
-        if fmt not in self.readable:
+        if type(fmt) is not int or fmt not in self.readable:  # not a list (unhashable), not True (== 1)
             raise UnreadableState(f"state format {fmt!r}; worker version {self.version} reads {sorted(self.readable)}")
         try:
             data = doc.pop("data")

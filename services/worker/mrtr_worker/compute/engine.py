@@ -106,10 +106,12 @@ class Engine:
                     return rnd.ask({question.key: question.request}, self._data(state, steps, question=pending))
                 state = question.apply(state, answer.content)
 
-        if self._lifecycle.draining:
+        # A 2025-era request cannot be handed back (its wire has no input_required): it queues for a
+        # slot and runs to its end here, never shed, even by a drain (which waits for it).
+        if self._lifecycle.draining and rnd.can_hand_back:
             return self._hand_back(rnd, state, steps, EndOfRound.DRAIN)
         if not self._slots.try_acquire():
-            if not self.policy.prioritized(rnd.trace.hops):
+            if rnd.can_hand_back and not self.policy.prioritized(rnd.trace.hops):
                 return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
             await self._slots.acquire()
         self._metrics.computations.inc()
@@ -139,7 +141,7 @@ class Engine:
                 waiting=self._slots.waiting,
                 draining=self._lifecycle.draining,
             )
-            reason = self.policy.at_boundary(boundary)
+            reason = self.policy.at_boundary(boundary) if rnd.can_hand_back else None
             if reason is not None:
                 return self._hand_back(rnd, state, steps, reason)
             state = await loop.run_in_executor(self._pool, computation.step, state)

@@ -1,4 +1,9 @@
-"""`hash_chain`: SHA-256 applied `iterations` times to a seed; the checkpoint is the digest so far."""
+"""`hash_chain`: SHA-256 applied `iterations` times to a seed; the checkpoint is the digest so far.
+
+The seed is hashed as UTF-8, lone surrogates passed through (JSON can carry
+them, `"\\ud800"`): every seed a client can send has one digest, never an
+encoding error.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +19,15 @@ DEFAULT_CHUNK = 100_000
 def initial(arguments: dict[str, Any]) -> State:
     seed = str(arguments["seed"])
     return {
-        "digest": hashlib.sha256(seed.encode()).hexdigest(),
+        "digest": hashlib.sha256(_seed_bytes(seed)).hexdigest(),
         "done": 1,
         "iterations": int(arguments["iterations"]),
         "chunk": int(arguments.get("chunk") or DEFAULT_CHUNK),
     }
+
+
+def _seed_bytes(seed: str) -> bytes:
+    return seed.encode("utf-8", "surrogatepass")
 
 
 def step(state: State) -> State:
@@ -46,7 +55,7 @@ def total_steps(state: State) -> int:
 
 def reference(seed: str, iterations: int) -> str:
     """An independent straight loop, for checking answers."""
-    digest = seed.encode()
+    digest = _seed_bytes(seed)
     for _ in range(iterations):
         digest = hashlib.sha256(digest).digest()
     return digest.hex()

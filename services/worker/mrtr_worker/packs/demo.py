@@ -32,6 +32,9 @@ LOGINS_BY_VERSION: dict[int, tuple[str, ...]] = {
 
 PROVIDERS = {"github_login": "GitHub", "google_login": "Google", "microsoft_login": "Microsoft"}
 
+PAST_TENSE = {"decline": "declined", "cancel": "cancelled"}
+"""How a refusal reads in a tool's error text ("cancel" + "d" is not a word)."""
+
 VAULT_URL = "https://vault.example.com/connect"
 """Where the demo sends the user to enter an API key; never a form field."""
 
@@ -65,7 +68,10 @@ def register(server: MCPServer, env: PackEnv) -> None:
             if answer is None or answer.problem is not None:
                 continue
             if not answer.accepted:
-                return _text_result(f"{PROVIDERS[key]} login was {answer.action}d; nothing linked.", error=True)
+                return _text_result(
+                    f"{PROVIDERS[key]} login was {PAST_TENSE.get(answer.action, answer.action)}; nothing linked.",
+                    error=True,
+                )
             assert answer.content is not None
             linked[key] = str(answer.content["name"])
         missing = [key for key in needed_logins if key not in linked]
@@ -110,7 +116,7 @@ def register(server: MCPServer, env: PackEnv) -> None:
             message = "Open the vault page to enter your API key. It is never shown to this client."
             return rnd.ask({"vault": inputs.url_elicitation(message, f"{VAULT_URL}?flow={flow}")}, {"flow": flow})
         if action != "accept":
-            return _text_result(f"Vault connection was {action}d.", error=True)
+            return _text_result(f"Vault connection was {PAST_TENSE.get(action, action)}.", error=True)
         return _text_result(f"Vault connected (flow {flow}).", {"flow": flow, "connected": True})
 
     @server.prompt(description="A greeting prompt that first asks the user's preferred name.")
