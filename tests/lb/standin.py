@@ -2,7 +2,8 @@
 
 ``StandIn`` imitates a well-behaved MRTR worker (``/readyz``, ``/healthz``,
 ``/mcp`` with ``X-Worker-Id``); the ``X-Test-Mode`` request header makes it
-hold a response or stream SSE on the test's command. ``RudeBackend`` is a raw
+hold a response or stream SSE on the test's command, and ``freeze()`` makes it
+answer nothing at all (like a paused process) until ``thaw()``. ``RudeBackend`` is a raw
 TCP server that passes health checks but breaks every other request, to see
 what the proxy does once a request may have been delivered.
 """
@@ -41,6 +42,9 @@ class StandIn:
         self.release = asyncio.Event()  # lets "hold" requests answer
         self.sse_gate = asyncio.Event()  # lets the second SSE event go out
         self.holding = 0
+        self.probes = 0  # /readyz requests received
+        self._thawed = asyncio.Event()
+        self._thawed.set()
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -65,7 +69,15 @@ class StandIn:
             runner, self._runner = self._runner, None
             self.release.set()
             self.sse_gate.set()
+            self._thawed.set()
             await runner.cleanup()
+
+    def freeze(self) -> None:
+        """Answer nothing from now on, not even /readyz (a SIGSTOPped worker, a host cut off)."""
+        self._thawed.clear()
+
+    def thaw(self) -> None:
+        self._thawed.set()
 
     def _headers(self) -> dict[str, str]:
         return {"X-Worker-Id": self.worker_id, "X-Worker-Version": "test-1"}
@@ -74,6 +86,8 @@ class StandIn:
         return web.Response(text="ok", headers=self._headers())
 
     async def _readyz(self, request: web.Request) -> web.Response:
+        self.probes += 1
+        await self._thawed.wait()
         return web.Response(text="ready" if self.ready else "draining", status=200 if self.ready else 503)
 
     async def _mcp(self, request: web.Request) -> web.StreamResponse:
@@ -88,6 +102,7 @@ class StandIn:
                 await self.release.wait()
             finally:
                 self.holding -= 1
+        await self._thawed.wait()
         result = {"worker": self.worker_id, "bytes": len(body)}
         return web.json_response(
             {"jsonrpc": "2.0", "id": 1, "result": result},

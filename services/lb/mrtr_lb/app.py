@@ -98,6 +98,7 @@ def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.A
                 interval=settings.health_interval,
                 timeout=settings.health_timeout,
                 path=settings.health_path,
+                unresponsive_after=settings.unresponsive_after,
             )
             tasks: list[asyncio.Task[None]] = []
             target = settings.dns_target

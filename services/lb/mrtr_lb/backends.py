@@ -7,6 +7,7 @@ is exactly what lets a long computation hop away from a busy or dying one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -33,6 +34,12 @@ class Backend:
     retries: int = 0
     last_error: str | None = None
     last_change: float = field(default_factory=time.time)
+    failed_probes: int = 0
+    """Health probes in a row that got no HTTP answer at all (timed out, refused, reset)."""
+    abandoned: int = 0
+    """Requests given up on because this backend stopped answering while they ran."""
+    pending: set[asyncio.Timeout] = field(default_factory=set, repr=False)
+    """One cancel scope per request running here; expiring it abandons that request."""
 
     @property
     def state(self) -> State:
@@ -46,6 +53,21 @@ class Backend:
         """May this backend receive a new request?"""
         return self.healthy and not self.drained
 
+    def abandon_pending(self) -> int:
+        """Give up on every request running here, now (on the event loop); returns how many.
+
+        A backend that stopped answering (paused, cut off) would otherwise hold
+        its requests until the read timeout. Each one is answered 504 instead
+        and its client retries with its last requestState; the backend may have
+        received it, so the proxy itself never re-sends it.
+        """
+        scopes = [scope for scope in self.pending if not scope.expired()]
+        if scopes:
+            now = asyncio.get_running_loop().time()
+            for scope in scopes:
+                scope.reschedule(now)
+        return len(scopes)
+
     def as_json(self) -> dict[str, object]:
         return {
             "url": self.url,
@@ -57,6 +79,8 @@ class Backend:
             "requests": self.requests,
             "errors": self.errors,
             "retries": self.retries,
+            "failed_probes": self.failed_probes,
+            "abandoned": self.abandoned,
             "last_error": self.last_error,
             "last_change": self.last_change,
         }

@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     health_interval: float = Field(default=0.5, gt=0)
     health_timeout: float = Field(default=1.0, gt=0)
     health_path: str = "/readyz"
+    unresponsive_after: int = Field(default=2, ge=0)
+    """Probes in a row with no answer at all, after which the requests running there are answered 504 (0: never)."""
     connect_timeout: float = Field(default=2.0, gt=0)
     read_timeout: float = Field(default=60.0, gt=0)
     upstream_keepalive: float = Field(default=2.0, ge=0)

@@ -28,7 +28,7 @@ class LbMetrics:
         )
         self.backend_errors = Counter(
             "mrtr_lb_backend_errors",
-            "Failed attempts; kind=connect (not delivered) or upstream (maybe delivered).",
+            "Failed attempts; kind=connect (not delivered), upstream (maybe delivered) or unresponsive (abandoned).",
             ["backend", "kind"],
             registry=r,
         )
@@ -63,7 +63,7 @@ class LbMetrics:
             self.backend_requests.labels(backend.url)
             self.backend_retries.labels(backend.url)
             self.backend_in_flight.labels(backend.url)
-            for kind in ("connect", "upstream"):
+            for kind in ("connect", "upstream", "unresponsive"):
                 self.backend_errors.labels(backend.url, kind)
             self.backend_healthy.labels(backend.url).set(1 if backend.healthy else 0)
             self.backend_drained.labels(backend.url).set(1 if backend.drained else 0)

@@ -4,10 +4,13 @@ The one rule that shapes this module: a request is retried on another backend
 only when it provably never left the proxy (the connection could not be
 opened). Once bytes may have reached a worker, the worker may have acted on
 them, so the client gets a 502 and retries with its own last requestState.
+The same holds when the backend stops answering altogether (the health
+checker abandons its requests): the client gets a 504 and retries.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -82,6 +85,8 @@ class Outcome:
     attempts: int = 0
     result: str = "ok"
     worker: str | None = None
+    response: web.StreamResponse | None = None
+    """The client response once its headers went out (nothing else can be sent then)."""
 
 
 class Proxy:
@@ -191,31 +196,63 @@ class Proxy:
         out: Outcome,
     ) -> web.StreamResponse | None:
         """One attempt; ``None`` means "not delivered, try another backend"."""
-        assert self._session is not None
-        # rel_url, not raw_path: an absolute-form request line must not pick the upstream host.
-        url = URL(backend.url + request.rel_url.raw_path_qs, encoded=True)
         backend.in_flight += 1
         backend.requests += 1
         self._metrics.backend_requests.labels(backend.url).inc()
         in_flight = self._metrics.backend_in_flight.labels(backend.url)
         in_flight.inc()
         try:
-            try:
-                upstream = await self._session.request(
-                    request.method, url, headers=headers, data=data, allow_redirects=False
-                )
-            except UNDELIVERED as exc:
-                self._count_error(backend, "connect", exc)
-                self._pool.set_health(backend, False, f"connect failed: {describe(exc)}")
-                return None
-            except UPSTREAM_FAILURES as exc:
-                self._count_error(backend, "upstream", exc)
-                out.status, out.result = 502, "upstream_failed"
-                return jsonrpc_error(502, f"upstream failed: {describe(exc)}")
-            return await self._stream(request, backend, upstream, out)
+            # A cancel scope the health checker expires if the backend stops answering (Backend.abandon_pending).
+            async with asyncio.timeout(None) as scope:
+                backend.pending.add(scope)
+                try:
+                    return await self._attempt(request, backend, headers, data, out)
+                finally:
+                    backend.pending.discard(scope)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            return self._abandoned(request, backend, out)
         finally:
             backend.in_flight -= 1
             in_flight.dec()
+
+    async def _attempt(
+        self,
+        request: web.Request,
+        backend: Backend,
+        headers: CIMultiDict[str],
+        data: bytes | None,
+        out: Outcome,
+    ) -> web.StreamResponse | None:
+        assert self._session is not None
+        # rel_url, not raw_path: an absolute-form request line must not pick the upstream host.
+        url = URL(backend.url + request.rel_url.raw_path_qs, encoded=True)
+        try:
+            upstream = await self._session.request(
+                request.method, url, headers=headers, data=data, allow_redirects=False
+            )
+        except UNDELIVERED as exc:
+            self._count_error(backend, "connect", exc)
+            self._pool.set_health(backend, False, f"connect failed: {describe(exc)}")
+            return None
+        except UPSTREAM_FAILURES as exc:
+            self._count_error(backend, "upstream", exc)
+            out.status, out.result = 502, "upstream_failed"
+            return jsonrpc_error(502, f"upstream failed: {describe(exc)}")
+        return await self._stream(request, backend, upstream, out)
+
+    def _abandoned(self, request: web.Request, backend: Backend, out: Outcome) -> web.StreamResponse:
+        """The backend stopped answering while this request ran there: 504, or a cut stream if headers went out."""
+        backend.abandoned += 1
+        self._count_error(backend, "unresponsive", TimeoutError("backend stopped answering health checks"))
+        out.result = "abandoned"
+        if out.response is not None:
+            if request.transport is not None:
+                request.transport.close()
+            return out.response
+        out.status = 504
+        return jsonrpc_error(504, "backend stopped answering; retry with your last requestState")
 
     async def _stream(
         self,
@@ -235,6 +272,7 @@ class Proxy:
         complete = False
         try:
             await response.prepare(request)
+            out.response = response
             while True:
                 try:
                     chunk = await upstream.content.readany()
