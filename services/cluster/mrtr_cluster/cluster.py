@@ -2,7 +2,7 @@
 
 The embedded default (no Docker needed): the same worker and proxy code the
 containers run, started the way `scripts/cluster` starts them. Tests, the
-benchmarks and the walkthrough drive it through this class.
+benchmarks, the walkthrough and the chaos run drive it through this class.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from mrtr_client.dev_issuer import PUBLIC_KEY_NAME, DevIssuer
+from mrtr_cluster.cable import Cable, Switchboard
 from mrtr_cluster.process import LOOPBACK, ManagedProcess, NotReady, WorkerSpec, free_port, sample_value
 from mrtr_worker.keyring import new_ring
 
@@ -45,6 +46,8 @@ class ClusterConfig:
     """Token the workers' /admin endpoints require (None: open, as suits a laptop)."""
     worker_env: dict[str, str] = field(default_factory=dict)
     lb_env: dict[str, str] = field(default_factory=dict)
+    cables: bool = False
+    """Reach each worker through a cable the cluster can cut (`mrtr_cluster.cable`): chaos runs."""
 
     def version_of(self, index: int) -> int:
         if not self.versions:
@@ -56,6 +59,7 @@ class ClusterConfig:
 class WorkerHandle:
     spec: WorkerSpec
     process: ManagedProcess
+    cable: Cable | None = None
 
     @property
     def instance_id(self) -> str:
@@ -63,7 +67,13 @@ class WorkerHandle:
 
     @property
     def url(self) -> str:
+        """The worker's own address: /metrics, /admin, and /mcp without the proxy."""
         return self.spec.url
+
+    @property
+    def lb_url(self) -> str:
+        """The address the proxy knows the worker by: its cable's, if it has one."""
+        return self.cable.url if self.cable is not None else self.spec.url
 
 
 class LocalCluster:
@@ -78,6 +88,7 @@ class LocalCluster:
         self.keyring_file = config.keyring_file or config.work_dir / "secrets" / "keyring.json"
         self._lb: ManagedProcess | None = None
         self._http = httpx.Client(timeout=5.0)
+        self._switchboard = Switchboard() if config.cables else None
 
     @property
     def url(self) -> str:
@@ -95,9 +106,9 @@ class LocalCluster:
             started = [self._start_worker(self.config.version_of(i)) for i in range(self.config.workers)]
             for handle in started:
                 handle.process.wait_ready()
-            self._lb = self._lb_process([h.url for h in started]).start()
+            self._lb = self._lb_process([h.lb_url for h in started]).start()
             self._lb.wait_ready()
-            self.wait_in_rotation({h.url for h in started})
+            self.wait_in_rotation({h.lb_url for h in started})
         except BaseException:
             self.stop()
             raise
@@ -111,6 +122,9 @@ class LocalCluster:
         if self._lb is not None:
             self._lb.stop()
             self._lb = None
+        if self._switchboard is not None:
+            self._switchboard.close()
+            self._switchboard = None
         self._http.close()
 
     def __enter__(self) -> LocalCluster:
@@ -125,26 +139,42 @@ class LocalCluster:
         """Start a worker, wait until it is ready, and put it in the proxy's rotation."""
         handle = self._start_worker(version, extra_env)
         handle.process.wait_ready()
-        self._lb_admin("add", handle.url)
-        self.wait_in_rotation({handle.url})
+        self._lb_admin("add", handle.lb_url)
+        self.wait_in_rotation({handle.lb_url})
         return handle
 
     def drain_worker(self, instance_id: str, *, timeout: float = 30.0) -> float:
         """Drain a worker (its computations hand back), wait for it to exit, forget it. Returns seconds taken."""
         handle = self.workers.pop(instance_id)
         started = time.monotonic()
-        self._lb_admin("drain", handle.url)
+        self._lb_admin("drain", handle.lb_url)
         self._http.post(f"{handle.url}/admin/drain", headers=self.admin_headers).raise_for_status()
         assert handle.process.popen is not None
         handle.process.popen.wait(timeout)
         elapsed = time.monotonic() - started
         handle.process.stop()
-        self._lb_admin("remove", handle.url)
+        self._lb_admin("remove", handle.lb_url)
+        self._unplug(handle)
         return elapsed
 
     def kill_worker(self, instance_id: str) -> None:
         """SIGKILL: a crash. The proxy notices by itself (failed connections, failed health checks)."""
-        self.workers[instance_id].process.kill()
+        handle = self.workers[instance_id]
+        if handle.cable is not None:
+            handle.cable.hang_up()  # a dead process's port refuses connections
+        handle.process.kill()
+
+    def restart_worker(self, instance_id: str) -> WorkerHandle:
+        """Start a killed worker again, same identity and port (a supervisor's restart); back in rotation."""
+        handle = self.workers[instance_id]
+        if handle.process.running:
+            raise RuntimeError(f"{instance_id} is still running (pid {handle.process.pid})")
+        handle.process = handle.spec.process(self._log_dir).start()
+        handle.process.wait_ready()
+        if handle.cable is not None:
+            handle.cable.plug()
+        self.wait_in_rotation({handle.lb_url})
+        return handle
 
     def pause_worker(self, instance_id: str) -> None:
         self.workers[instance_id].process.signal(signal.SIGSTOP)
@@ -152,11 +182,19 @@ class LocalCluster:
     def resume_worker(self, instance_id: str) -> None:
         self.workers[instance_id].process.signal(signal.SIGCONT)
 
+    def cut_worker(self, instance_id: str) -> None:
+        """Cut the worker's cable: the proxy can no longer reach it, and it runs on (`ClusterConfig.cables`)."""
+        self._cable(instance_id).cut()
+
+    def restore_worker(self, instance_id: str) -> None:
+        self._cable(instance_id).restore()
+
     def remove_worker(self, instance_id: str) -> None:
         """Forget a worker that is already gone (killed)."""
         handle = self.workers.pop(instance_id)
         handle.process.stop()
-        self._lb_admin("remove", handle.url)
+        self._lb_admin("remove", handle.lb_url)
+        self._unplug(handle)
 
     # --- observation -------------------------------------------------------------------------------
 
@@ -216,8 +254,20 @@ class LocalCluster:
             extra_env=tuple(env.items()),
         )
         handle = WorkerHandle(spec, spec.process(self._log_dir).start())
+        if self._switchboard is not None:
+            handle.cable = self._switchboard.cable(spec.port)
         self.workers[spec.instance_id] = handle
         return handle
+
+    def _cable(self, instance_id: str) -> Cable:
+        cable = self.workers[instance_id].cable
+        if cable is None:
+            raise RuntimeError("this cluster has no cables to cut (ClusterConfig.cables)")
+        return cable
+
+    def _unplug(self, handle: WorkerHandle) -> None:
+        if handle.cable is not None:
+            handle.cable.close()
 
     def _lb_process(self, backends: list[str]) -> ManagedProcess:
         env = {
