@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,10 +23,10 @@ from mrtr_client.dev_issuer import ISSUER_KEY_VARIABLE
 from mrtr_cluster.cluster import ClusterConfig, LocalCluster
 from mrtr_cluster.compose_fleet import ComposeFleet, update_env_file
 from mrtr_cluster.fleet import Fleet, LocalFleet
+from mrtr_cluster.loadrun import ROOT, start_locust, wait_for_traffic
 from mrtr_cluster.upgrade import RollingUpgrade, Step, step_record
 from mrtr_cluster.walkthrough_report import Inputs, load_events, verdict, write_report
 
-ROOT = Path(__file__).resolve().parents[3]
 STATE_TTL = 20
 """Seconds: short, so the old key can be retired within the run (a real fleet keeps minutes)."""
 WORKER_ENV = {
@@ -37,36 +36,12 @@ WORKER_ENV = {
 }
 
 
-def _locust(url: str, out: Path, duration: int, users: int, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        **extra_env,
-        "MRTR_LOCUST_EVENTS": str(out / "events.jsonl"),
-        "MRTR_LOCUST_SUMMARY": str(out / "locust-summary.json"),
-    }
-    argv = [
-        str(Path(sys.executable).parent / "locust"), "-f", str(ROOT / "loadtest" / "locustfile.py"),
-        "--headless", "--host", url, "-u", str(users), "-r", str(max(1, users // 2)),
-        "--run-time", f"{duration}s", "--stop-timeout", "30", "--only-summary",
-    ]  # fmt: skip
-    log = (out / "locust.log").open("wb")
-    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-
-
-def _wait_for_traffic(events: Path, locust: subprocess.Popen[bytes], at_least: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and locust.poll() is None:
-        if events.exists() and sum(1 for _ in events.open()) >= at_least:
-            return
-        time.sleep(0.2)
-
-
 def run(fleet: Fleet, url: str, out: Path, duration: int, users: int, locust_env: dict[str, str] | None = None) -> int:
     """Drive the upgrade under load; `locust_env` carries e.g. the issuer key when the cluster wants tokens."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "events.jsonl").unlink(missing_ok=True)
     started = time.time()
-    locust = _locust(url, out, duration, users, locust_env or {})
+    locust = start_locust(url, out, duration, users, locust_env or {})
     steps: list[Step] = []
 
     def show(step: Step) -> None:
@@ -75,7 +50,7 @@ def run(fleet: Fleet, url: str, out: Path, duration: int, users: int, locust_env
 
     try:
         print(f"walkthrough: load running against {url}; waiting for traffic before upgrading", flush=True)
-        _wait_for_traffic(out / "events.jsonl", locust, at_least=10, timeout=duration / 3)
+        wait_for_traffic(out / "events.jsonl", locust, at_least=10, timeout=duration / 3)
         time.sleep(max(0.0, started + duration / 4 - time.time()))  # a quarter of the run on v1 alone, for the picture
         print("walkthrough: rolling upgrade v1 -> v2", flush=True)
         new_key = time.strftime("v2-%Y%m%d-%H%M%S")  # a ring may already hold an earlier run's key

@@ -1,0 +1,137 @@
+"""What the chaos run observes while it works: the proxy's view of the workers, and the workers' own counters.
+
+`LbView` reads the proxy's `/lb/backends` and `/lb/metrics`: whether a victim
+left and rejoined the rotation, and how the proxy's attempts on it ended.
+`HandBackMeter` scrapes every worker's `/metrics` in the background and adds
+up the hand-backs (`mrtr_worker_input_required_total` by reason) across
+restarts: a killed worker's counters die with it, so what each process
+counted is kept under its process id, and a restarted worker starts a new
+account.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from mrtr_cluster.fleet import FleetWorker
+
+if TYPE_CHECKING:
+    from mrtr_cluster.chaos_fleet import ChaosFleet
+
+HAND_BACK_REASONS = ("admission", "pressure", "slice", "drain")
+LB_ERROR_KINDS = ("connect", "upstream", "unresponsive")
+
+
+def samples(metrics_text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """Every sample called `name`, keyed by its sorted labels."""
+    found: dict[tuple[tuple[str, str], ...], float] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == name:
+                found[tuple(sorted(sample.labels.items()))] = float(sample.value)
+    return found
+
+
+def metric_total(worker: FleetWorker, name: str, timeout: float = 2.0) -> float | None:
+    """The sum of one worker's samples called `name` (None if the worker did not answer)."""
+    try:
+        text = httpx.get(f"{worker.admin_url}/metrics", timeout=timeout).text
+    except httpx.HTTPError:
+        return None
+    return sum(samples(text, name).values())
+
+
+class LbView:
+    """The proxy's view of its backends."""
+
+    def __init__(self, lb_url: str) -> None:
+        self._http = httpx.Client(base_url=lb_url, timeout=5.0)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def backends(self) -> dict[str, dict[str, Any]]:
+        listing: list[dict[str, Any]] = self._http.get("/lb/backends").json()
+        return {entry["url"]: entry for entry in listing}
+
+    def in_rotation(self, url: str) -> bool:
+        entry = self.backends().get(url)
+        return bool(entry and entry["healthy"] and not entry["drained"])
+
+    def errors(self, url: str) -> dict[str, float]:
+        """The proxy's failed attempts on one backend so far, by kind (they outlive its removal from the pool)."""
+        found = samples(self._http.get("/lb/metrics").text, "mrtr_lb_backend_errors_total")
+        return {kind: found.get((("backend", url), ("kind", kind)), 0.0) for kind in LB_ERROR_KINDS}
+
+    def wait_rotation(self, url: str, present: bool, timeout: float) -> float | None:
+        """Poll until the backend is (or is no longer) in rotation; the time it was seen so, None on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.in_rotation(url) == present:
+                return time.time()
+            time.sleep(0.05)
+        return None
+
+
+class HandBackMeter:
+    """Background scrapes of every worker's hand-back counters, summed over the run and across restarts."""
+
+    def __init__(self, fleet: ChaosFleet, interval: float = 0.5) -> None:
+        self._fleet = fleet
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._last: dict[tuple[str, int, str], float] = {}
+        """(instance, process id, reason) -> the last value that process reported."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hand-back meter", daemon=True)
+        self.scrapes = 0
+
+    def start(self) -> HandBackMeter:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.scrape_now()
+
+    def scrape_now(self, only: str | None = None) -> None:
+        """Scrape every worker (or one) at once: before a fault, so what it counted is kept."""
+        try:
+            workers = self._fleet.workers()
+        except Exception:  # the fleet is mid-change; the next scrape will see it
+            return
+        for worker in workers:
+            if only is None or worker.instance_id == only:
+                self._scrape(worker)
+
+    def totals(self) -> dict[str, int]:
+        with self._lock:
+            summed: dict[str, float] = defaultdict(float)
+            for (_, _, reason), value in self._last.items():
+                summed[reason] += value
+        return {reason: int(summed.get(reason, 0)) for reason in HAND_BACK_REASONS}
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.scrape_now()
+
+    def _scrape(self, worker: FleetWorker) -> None:
+        try:
+            pid = self._fleet.process_id(worker.instance_id)
+            if pid is None:
+                return
+            text = httpx.get(f"{worker.admin_url}/metrics", timeout=1.0).text
+        except Exception:  # paused, cut off, gone, or mid-change: nothing new to count from it
+            return
+        counts = samples(text, "mrtr_worker_input_required_total")
+        with self._lock:
+            self.scrapes += 1
+            for reason in HAND_BACK_REASONS:
+                self._last[(worker.instance_id, pid, reason)] = counts.get((("reason", reason),), 0.0)
