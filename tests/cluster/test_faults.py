@@ -30,7 +30,7 @@ SEGMENT = 2_500_000
 @pytest.fixture
 def cabled(make_cluster: MakeCluster) -> Iterator[LocalCluster]:
     """A fresh cluster per test whose workers the proxy reaches through cables."""
-    cluster = make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"}, cables=True)
+    cluster = make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"}, cables=True, ready_timeout=90)
     yield cluster
     cluster.stop()
 

@@ -38,6 +38,8 @@ WORKER_ENV = {"MRTR_WORKER_MAX_SLICE_MS": "500", "MRTR_WORKER_MIN_SLICE_MS": "10
 """Short time slices: computations hop often, so a fault always finds some in flight."""
 RECOVERY_SECONDS = 60.0
 """Longest wait for a victim to be back in rotation (a restart under load on a busy machine takes a few seconds)."""
+READY_SECONDS = 90.0
+"""A worker start on a machine busy with other work can take tens of seconds; the run waits, it does not fail."""
 VICTIM_WAIT_SECONDS = 3.0
 """How long to look for a worker with requests in flight before taking any."""
 
@@ -101,8 +103,8 @@ class ChaosRun:
         record.evidence["old_pid_gone"] = pid is not None and not pid_alive(pid)
         record.left_rotation = self._lb.wait_rotation(record.backend, False, record.hold_s + 5)
         _sleep_until(record.started + record.hold_s)
-        fleet.restart(victim)
         record.undone = time.time()
+        fleet.restart(victim)
         record.recovered = self._lb.wait_rotation(fleet.backend_url(victim), True, RECOVERY_SECONDS)
         record.evidence["new_pid"] = fleet.process_id(victim)
         record.evidence["served_after_restart"] = self._served(victim)
@@ -116,8 +118,8 @@ class ChaosRun:
             record.left_rotation = self._lb.wait_rotation(record.backend, False, record.hold_s)
             _sleep_until(record.started + record.hold_s)
         finally:
-            fleet.resume(victim)
             record.undone = time.time()
+            fleet.resume(victim)
         record.recovered = self._lb.wait_rotation(fleet.backend_url(victim), True, RECOVERY_SECONDS)
         record.evidence.update(pid=pid, same_process=pid is not None and fleet.process_id(victim) == pid)
 
@@ -131,8 +133,8 @@ class ChaosRun:
             _sleep_until(record.started + record.hold_s)
             record.evidence["ran_on"] = pid is not None and pid_alive(pid)
         finally:
-            fleet.restore(victim)
             record.undone = time.time()
+            fleet.restore(victim)
         record.recovered = self._lb.wait_rotation(fleet.backend_url(victim), True, RECOVERY_SECONDS)
         record.evidence.update(pid=pid, same_process=pid is not None and fleet.process_id(victim) == pid)
 
@@ -141,7 +143,8 @@ class ChaosRun:
         pid = fleet.process_id(victim)
         version = next(w.version for w in fleet.workers() if w.instance_id == victim)
         record.started = time.time()
-        fleet.drain_worker(victim)
+        with self._meter.following(victim):
+            fleet.drain_worker(victim)
         record.evidence["drain_s"] = round(time.time() - record.started, 2)
         record.evidence["exited"] = pid is not None and not pid_alive(pid)
         replacement = fleet.start_worker(version, {})
@@ -272,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
 
     work_dir = args.out / "cluster"
     shutil.rmtree(work_dir, ignore_errors=True)  # a fresh fleet and key ring every run
-    config = ClusterConfig(workers=3, port=0, work_dir=work_dir, worker_env=dict(WORKER_ENV), cables=True)
+    config = ClusterConfig(
+        workers=3, port=0, work_dir=work_dir, worker_env=dict(WORKER_ENV), cables=True, ready_timeout=READY_SECONDS
+    )
     with LocalCluster(config) as cluster:
         print(f"chaos: local cluster of 3 workers at {cluster.mcp_url} (each behind a cable)", flush=True)
         return run(LocalChaosFleet(cluster), args.out, duration=duration, users=args.users, seed=seed, locust_env={})

@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -109,7 +111,35 @@ class HandBackMeter:
             return
         for worker in workers:
             if only is None or worker.instance_id == only:
-                self._scrape(worker)
+                pid = self._pid(worker.instance_id)
+                if pid is not None:
+                    self._scrape(worker, pid)
+
+    def _pid(self, instance_id: str) -> int | None:
+        try:
+            return self._fleet.process_id(instance_id)
+        except Exception:  # gone between the listing and now (a drained container, a removed worker)
+            return None
+
+    @contextmanager
+    def following(self, instance_id: str, interval: float = 0.02) -> Iterator[None]:
+        """Scrape one worker as often as possible while the block runs: a draining worker counts its last
+        hand-backs just before it exits, between two ordinary scrapes."""
+        worker = next((w for w in self._fleet.workers() if w.instance_id == instance_id), None)
+        pid = self._fleet.process_id(instance_id)
+        done = threading.Event()
+
+        def follow() -> None:
+            while worker is not None and pid is not None and not done.wait(interval):
+                self._scrape(worker, pid)
+
+        thread = threading.Thread(target=follow, name=f"follow {instance_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(5)
 
     def totals(self) -> dict[str, int]:
         with self._lock:
@@ -122,13 +152,10 @@ class HandBackMeter:
         while not self._stop.wait(self._interval):
             self.scrape_now()
 
-    def _scrape(self, worker: FleetWorker) -> None:
+    def _scrape(self, worker: FleetWorker, pid: int) -> None:
         try:
-            pid = self._fleet.process_id(worker.instance_id)
-            if pid is None:
-                return
             text = httpx.get(f"{worker.admin_url}/metrics", timeout=1.0).text
-        except Exception:  # paused, cut off, gone, or mid-change: nothing new to count from it
+        except httpx.HTTPError:  # paused, cut off, gone: nothing new to count from it
             return
         counts = samples(text, "mrtr_worker_input_required_total")
         with self._lock:

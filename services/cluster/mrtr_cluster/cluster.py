@@ -48,6 +48,8 @@ class ClusterConfig:
     lb_env: dict[str, str] = field(default_factory=dict)
     cables: bool = False
     """Reach each worker through a cable the cluster can cut (`mrtr_cluster.cable`): chaos runs."""
+    ready_timeout: float = 30.0
+    """Seconds a starting worker may take to become ready (a busy machine needs more)."""
 
     def version_of(self, index: int) -> int:
         if not self.versions:
@@ -105,7 +107,7 @@ class LocalCluster:
         try:
             started = [self._start_worker(self.config.version_of(i)) for i in range(self.config.workers)]
             for handle in started:
-                handle.process.wait_ready()
+                handle.process.wait_ready(self.config.ready_timeout)
             self._lb = self._lb_process([h.lb_url for h in started]).start()
             self._lb.wait_ready()
             self.wait_in_rotation({h.lb_url for h in started})
@@ -138,7 +140,7 @@ class LocalCluster:
     def add_worker(self, version: int = 1, *, extra_env: dict[str, str] | None = None) -> WorkerHandle:
         """Start a worker, wait until it is ready, and put it in the proxy's rotation."""
         handle = self._start_worker(version, extra_env)
-        handle.process.wait_ready()
+        handle.process.wait_ready(self.config.ready_timeout)
         self._lb_admin("add", handle.lb_url)
         self.wait_in_rotation({handle.lb_url})
         return handle
@@ -170,7 +172,7 @@ class LocalCluster:
         if handle.process.running:
             raise RuntimeError(f"{instance_id} is still running (pid {handle.process.pid})")
         handle.process = handle.spec.process(self._log_dir).start()
-        handle.process.wait_ready()
+        handle.process.wait_ready(self.config.ready_timeout)
         if handle.cable is not None:
             handle.cable.plug()
         self.wait_in_rotation({handle.lb_url})
