@@ -22,7 +22,7 @@ from locust.web import WebUI
 
 from loadtest.mrtr_locust import expected, report, runtime, webui
 from loadtest.mrtr_locust.limits import DEFAULT_MAX_RUN_TIME, DEFAULT_MAX_USERS, P95_OPTIONS, env_var, flag
-from loadtest.mrtr_locust.runtime import STATS, SUMMARY_ENV
+from loadtest.mrtr_locust.runtime import STATS, STOP_FILE_ENV, SUMMARY_ENV
 
 logger = logging.getLogger("mrtr_locust")
 
@@ -102,6 +102,7 @@ def on_init(environment: Environment, runner: Runner | None, web_ui: WebUI | Non
     if not isinstance(runner, WorkerRunner):
         _bound_users(environment, runner)
         _bound_run_time(environment)
+        _stop_on_file(environment, runner)
     if not isinstance(runner, MasterRunner):
         # The references take a second or two of CPU: a real thread, so heartbeats keep flowing meanwhile.
         gevent.get_hub().threadpool.apply(expected.precompute)
@@ -135,6 +136,23 @@ def _bound_run_time(environment: Environment) -> None:
     if getattr(options, "headless", False) or getattr(options, "autostart", False):
         options.run_time = cap
         logger.info("no --run-time given: this run stops after %d s (--mrtr-max-run-time)", cap)
+
+
+def _stop_on_file(environment: Environment, runner: Runner) -> None:
+    """`$MRTR_LOCUST_STOP_FILE`: a headless run also ends once this file exists, exactly as at the end of its
+    run time (users finish within --stop-timeout, then the summary): a driver whose scenario takes longer on a
+    busy machine keeps the load going until it is done, and `--run-time` still bounds it."""
+    path = os.environ.get(STOP_FILE_ENV)
+    if not path or not _option(environment, "headless", False):
+        return
+
+    def watch() -> None:
+        while not os.path.exists(path):
+            gevent.sleep(0.2)
+        logger.info("%s exists: stopping the run", path)
+        runner.quit()
+
+    gevent.spawn(watch)
 
 
 def on_test_start(environment: Environment, **_: Any) -> None:

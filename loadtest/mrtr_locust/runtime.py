@@ -14,6 +14,9 @@ EVENTS_ENV = "MRTR_LOCUST_EVENTS"
 SUMMARY_ENV = "MRTR_LOCUST_SUMMARY"
 """Path of the JSON summary written at quit (local runs and the master)."""
 
+STOP_FILE_ENV = "MRTR_LOCUST_STOP_FILE"
+"""Path a driver creates to end a headless run early, the way `--run-time` ends it (the chaos run uses it)."""
+
 STATS = MrtrStats()
 """Counts of this process's requests; on a master, the workers' reports merged."""
 

@@ -19,6 +19,8 @@ import httpx
 import pytest
 
 from mrtr_client import CallResult, Client
+from mrtr_cluster.chaos_fleet import LocalChaosFleet
+from mrtr_cluster.chaos_watch import HandBackMeter
 from mrtr_cluster.cluster import LocalCluster
 from mrtr_worker.compute import primes
 from tests.cluster.conftest import MakeCluster
@@ -136,3 +138,29 @@ def test_a_killed_worker_restarts_as_a_new_process_and_serves(cabled: LocalClust
 
     _wait_for(served_by_victim, "the restarted worker to serve a request")
     assert cabled.worker_metric(victim, "mrtr_worker_requests_total", method="tools/call", outcome="complete") >= 1
+
+
+def test_the_hand_back_meter_counts_from_its_start_and_keeps_a_killed_workers_count(cabled: LocalCluster) -> None:
+    fleet = LocalChaosFleet(cabled)
+    arguments = {"limit": 100_000_000, "segment": SEGMENT}
+    with Client(cabled.mcp_url) as client:
+        before = client.call_tool("count_primes", arguments)  # hand-backs the meter must not count
+        meter = HandBackMeter(fleet, interval=0.1).start()
+        try:
+            assert sum(meter.totals().values()) == 0
+            done = client.call_tool("count_primes", arguments)
+            meter.scrape_now()
+            counted = meter.totals()
+            slices = [hop.instance for hop in done.trace.hops if hop.reason == "slice"]
+            assert slices, "a computation of this size hops on its time slices"
+            assert any(hop.reason == "slice" for hop in before.trace.hops)
+            assert counted["slice"] == len(slices)
+
+            victim = slices[0]
+            assert victim is not None
+            fleet.kill9(victim)
+            fleet.restart(victim)
+            meter.scrape_now()
+            assert meter.totals() == counted, "the killed process's hand-backs are kept; the new one starts at 0"
+        finally:
+            meter.stop()

@@ -31,13 +31,18 @@ from mrtr_cluster.chaos_plan import PlannedFault, choose_victim, plan
 from mrtr_cluster.chaos_report import RunInputs, write_report
 from mrtr_cluster.chaos_watch import HandBackMeter, LbView, metric_total
 from mrtr_cluster.cluster import ClusterConfig, LocalCluster
-from mrtr_cluster.loadrun import RELAXED_P95, ROOT, start_locust, wait_for_traffic
+from mrtr_cluster.loadrun import RELAXED_P95, ROOT, start_locust, stop_locust, wait_for_traffic
 from mrtr_cluster.walkthrough_report import load_events
 
 WORKER_ENV = {"MRTR_WORKER_MAX_SLICE_MS": "500", "MRTR_WORKER_MIN_SLICE_MS": "100"}
 """Short time slices: computations hop often, so a fault always finds some in flight."""
 RECOVERY_SECONDS = 60.0
 """Longest wait for a victim to be back in rotation (a restart under load on a busy machine takes a few seconds)."""
+TAIL_SECONDS = 10.0
+"""Load after the last fault is undone: the fleet seen whole again."""
+EXTRA_SECONDS = 120
+"""The load runs at least `--duration` seconds, and on until the last fault is undone (plus the tail) on a slow
+machine, but never longer than `--duration` + this: Locust's own `--run-time`."""
 READY_SECONDS = 90.0
 """A worker start on a machine busy with other work can take tens of seconds; the run waits, it does not fail."""
 VICTIM_WAIT_SECONDS = 3.0
@@ -191,13 +196,17 @@ def _sleep_until(moment: float) -> None:
 
 def run(fleet: ChaosFleet, out: Path, *, duration: int, users: int, seed: int, locust_env: dict[str, str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "events.jsonl").unlink(missing_ok=True)
-    faults_planned = plan(seed, duration)
+    stop_file = out / "stop-load"
+    for stale in (out / "events.jsonl", stop_file):
+        stale.unlink(missing_ok=True)
+    faults_planned = plan(seed, duration, tail=TAIL_SECONDS)
     (out / "plan.json").write_text(json.dumps([f.as_json() for f in faults_planned], indent=2) + "\n")
     lb = LbView(fleet.lb_url)
     meter = HandBackMeter(fleet).start()
     started = time.time()
-    locust = start_locust(fleet.lb_url, out, duration, users, {**RELAXED_P95, **locust_env})
+    env = {**RELAXED_P95, **locust_env, "MRTR_LOCUST_STOP_FILE": str(stop_file)}
+    locust = start_locust(fleet.lb_url, out, duration + EXTRA_SECONDS, users, env)
+    last_fault_by = started + duration + EXTRA_SECONDS - TAIL_SECONDS - RECOVERY_SECONDS
     records: list[FaultRecord] = []
     try:
         print(f"chaos: seed {seed}, {duration} s of load, {len(faults_planned)} faults planned", flush=True)
@@ -205,13 +214,16 @@ def run(fleet: ChaosFleet, out: Path, *, duration: int, users: int, seed: int, l
         chaos = ChaosRun(fleet, lb, meter, seed)
         for planned in faults_planned:
             _sleep_until(started + planned.at_s)
-            if locust.poll() is not None:
-                print("chaos: the load ended early; no more faults", flush=True)
+            if locust.poll() is not None or time.time() > last_fault_by:
+                print(f"chaos: no time left for {planned.kind} and the faults after it", flush=True)
                 break
             record = chaos.fault(planned)
             records.append(record)
             _show(record, started)
-        exit_code = locust.wait(duration + 120)
+        calm_from = max([started] + [r.recovered or r.undone or r.started for r in records])
+        _sleep_until(max(started + duration, calm_from + TAIL_SECONDS))
+        stop_locust(stop_file)
+        exit_code = locust.wait(EXTRA_SECONDS + 60)
     finally:
         if locust.poll() is None:
             locust.terminate()
@@ -253,7 +265,13 @@ def _compose_locust_env() -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--compose", action="store_true", help="the running compose cluster instead of a local one")
-    parser.add_argument("--duration", type=int, default=90, help="seconds of load (default 90; at least 60)")
+    parser.add_argument(
+        "--duration",
+        type=int,
+        default=90,
+        help="seconds of load (default 90, at least 60); on a slow machine the load goes on until the last fault "
+        f"is undone, {EXTRA_SECONDS} s more at most",
+    )
     parser.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: from the clock)")
     parser.add_argument("--out", type=Path, default=Path("reports/chaos"), help="report directory")
     parser.add_argument("--users", type=int, default=8, help="Locust users (default 8)")

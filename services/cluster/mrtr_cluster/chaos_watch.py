@@ -6,7 +6,8 @@ left and rejoined the rotation, and how the proxy's attempts on it ended.
 up the hand-backs (`mrtr_worker_input_required_total` by reason) across
 restarts: a killed worker's counters die with it, so what each process
 counted is kept under its process id, and a restarted worker starts a new
-account.
+account. What the processes had counted before the run (a compose cluster
+that served earlier traffic) is the baseline, taken when the meter starts.
 """
 
 from __future__ import annotations
@@ -90,11 +91,16 @@ class HandBackMeter:
         self._lock = threading.Lock()
         self._last: dict[tuple[str, int, str], float] = {}
         """(instance, process id, reason) -> the last value that process reported."""
+        self._baseline: dict[tuple[str, int, str], float] = {}
+        """What the processes running when the meter started had counted before."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hand-back meter", daemon=True)
         self.scrapes = 0
 
     def start(self) -> HandBackMeter:
+        self.scrape_now()
+        with self._lock:
+            self._baseline = dict(self._last)
         self._thread.start()
         return self
 
@@ -144,8 +150,8 @@ class HandBackMeter:
     def totals(self) -> dict[str, int]:
         with self._lock:
             summed: dict[str, float] = defaultdict(float)
-            for (_, _, reason), value in self._last.items():
-                summed[reason] += value
+            for key, value in self._last.items():
+                summed[key[2]] += value - self._baseline.get(key, 0.0)
         return {reason: int(summed.get(reason, 0)) for reason in HAND_BACK_REASONS}
 
     def _run(self) -> None:

@@ -23,7 +23,10 @@ is a figure to report, not a pass mark; Locust's exit code then speaks of failur
 
 
 def start_locust(url: str, out: Path, duration: int, users: int, extra_env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """Locust headless for `duration` seconds; events and summary into `out`, its output into `out/locust.log`."""
+    """Locust headless for `duration` seconds; events and summary into `out`, its output into `out/locust.log`.
+
+    With `MRTR_LOCUST_STOP_FILE` in `extra_env` the run ends earlier once that file exists (`stop_locust`).
+    """
     env = {
         **os.environ,
         **extra_env,
@@ -47,3 +50,8 @@ def wait_for_traffic(events: Path, locust: subprocess.Popen[bytes], at_least: in
             return True
         time.sleep(0.2)
     return False
+
+
+def stop_locust(stop_file: Path) -> None:
+    """End a run started with `MRTR_LOCUST_STOP_FILE=stop_file`, as its run time would (users finish first)."""
+    stop_file.touch()
