@@ -24,6 +24,8 @@ from mrtr_cluster.walkthrough_report import SHED_REASONS
 from mrtr_cluster.walkthrough_report import Inputs as PlotInputs
 from mrtr_cluster.walkthrough_report import plot as plot_timeline
 
+UNDO_NAMES = {"kill9": "restart", "pause": "resume", "cut": "restore"}
+
 
 @dataclass(frozen=True)
 class RunInputs:
@@ -302,11 +304,14 @@ def write_report(inputs: RunInputs, out: Path) -> dict[str, Any]:
     (out / "summary.md").write_text(markdown(summary))
     marks = []
     for fault in inputs.faults:
-        marks.append(
-            {"name": f"{fault['kind']} {fault['victim']}", "started": fault["started"], "ended": fault["started"]}
-        )
+        victim = fault["victim"]
+        marks.append({"name": f"{fault['kind']} {victim}", "started": fault["started"], "ended": fault["started"]})
         if fault.get("undone"):
-            marks.append({"name": "undone", "started": fault["undone"], "ended": fault["undone"]})
+            undo = f"{UNDO_NAMES.get(fault['kind'], 'undo')} {victim}"
+            marks.append({"name": undo, "started": fault["undone"], "ended": fault["undone"]})
+        elif fault["kind"] == "drain" and fault.get("recovered"):
+            joined = f"{fault['evidence'].get('replacement')} joins"
+            marks.append({"name": joined, "started": fault["recovered"], "ended": fault["recovered"]})
     plot_timeline(
         PlotInputs(inputs.events, marks, inputs.started, inputs.ended, inputs.locust_exit_code), out / "timeline.png"
     )
