@@ -61,6 +61,7 @@ class FaultRecord:
     in_flight_at_fault: int
     computing_at_fault: int
     started: float = 0.0
+    """When the fault began (just before the action: a kill on compose returns once the container is dead)."""
     undone: float | None = None
     recovered: float | None = None
     left_rotation: float | None = None
@@ -103,8 +104,8 @@ class ChaosRun:
         fleet, victim = self._fleet, record.victim
         pid = fleet.process_id(victim)
         record.evidence["old_pid"] = pid
-        fleet.kill9(victim)
         record.started = time.time()
+        fleet.kill9(victim)
         record.evidence["old_pid_gone"] = pid is not None and not pid_alive(pid)
         record.left_rotation = self._lb.wait_rotation(record.backend, False, record.hold_s + 5)
         _sleep_until(record.started + record.hold_s)
@@ -117,8 +118,8 @@ class ChaosRun:
     def _pause(self, record: FaultRecord) -> None:
         fleet, victim = self._fleet, record.victim
         pid = fleet.process_id(victim)
-        fleet.pause(victim)
         record.started = time.time()
+        fleet.pause(victim)
         try:
             record.left_rotation = self._lb.wait_rotation(record.backend, False, record.hold_s)
             _sleep_until(record.started + record.hold_s)
@@ -131,8 +132,8 @@ class ChaosRun:
     def _cut(self, record: FaultRecord) -> None:
         fleet, victim = self._fleet, record.victim
         pid = fleet.process_id(victim)
-        fleet.cut(victim)
         record.started = time.time()
+        fleet.cut(victim)
         try:
             record.left_rotation = self._lb.wait_rotation(record.backend, False, record.hold_s)
             _sleep_until(record.started + record.hold_s)

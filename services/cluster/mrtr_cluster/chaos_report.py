@@ -69,6 +69,10 @@ def _max_consecutive_retries(event: dict[str, Any]) -> int:
     return longest
 
 
+HOP_TIME_MARGIN = 1.0
+"""Seconds of slack around a fault's window for a hop's estimated time (the client's waits are not recorded)."""
+
+
 def fault_figures(fault: dict[str, Any], events: list[dict[str, Any]], t0: float) -> dict[str, Any]:
     """One fault's row: its times relative to the start of the load, and what the requests around it did."""
     start, end = float(fault["started"]), float(fault["recovered"] or fault["started"])
@@ -77,7 +81,11 @@ def fault_figures(fault: dict[str, Any], events: list[dict[str, Any]], t0: float
     retried = retried_elsewhere = 0
     for event in overlapping:
         hops, times = event["hops"], _hop_times(event)
-        in_window = [i for i, hop in enumerate(hops) if hop["reason"] == "transport" and start <= times[i] <= end + 1]
+        in_window = [
+            i
+            for i, hop in enumerate(hops)
+            if hop["reason"] == "transport" and start - HOP_TIME_MARGIN <= times[i] <= end + HOP_TIME_MARGIN
+        ]
         if not in_window:
             continue
         retried += 1
