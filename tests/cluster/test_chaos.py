@@ -1,6 +1,6 @@
 """A bounded chaos run, as CI runs it: every fault kind once under Locust load, nothing lost, nothing wrong.
 
-About 70 s of load on a local cluster of three workers (each behind a cable
+About 60 s of load on a local cluster of three workers (each behind a cable
 that can be cut): kill -9 and restart, pause and resume, cut and restore,
 drain and replace, in a seeded order. Then the report's figures, and the
 evidence that each fault really happened.
@@ -23,7 +23,7 @@ KINDS = {"kill9", "pause", "cut", "drain"}
 def chaos_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("chaos")
     done = subprocess.run(
-        [sys.executable, "-m", "mrtr_cluster.chaos", "--duration", "70", "--seed", "11", "--out", str(out)],
+        [sys.executable, "-m", "mrtr_cluster.chaos", "--duration", "60", "--seed", "11", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -83,19 +83,20 @@ class ChaosRun:
         self._rng = random.Random(f"victims-{seed}")
 
     def fault(self, planned: PlannedFault) -> FaultRecord:
-        victim, in_flight, computing = self._victim()
-        backend = self._fleet.backend_url(victim)
+        # Everything that can be done before choosing is done first: the fault follows the choice at once,
+        # while the victim's computation is still running (a time slice is half a second).
+        errors_before = self._lb.errors()
+        self._meter.scrape_now()  # keep what every worker counted so far, whatever happens to the victim
+        victim, backend, in_flight, computing = self._victim()
         record = FaultRecord(planned.kind, victim, planned.at_s, planned.hold_s, backend, in_flight, computing)
-        errors_before = self._lb.errors(backend)
-        self._meter.scrape_now(only=victim)  # keep what it counted so far, whatever happens to it now
         action: Callable[[FaultRecord], None] = getattr(self, f"_{planned.kind}")
         try:
             action(record)
         except Exception as exc:
             record.error = f"{type(exc).__name__}: {exc}"
             record.started = record.started or time.time()
-        errors_after = self._lb.errors(backend)
-        record.lb_errors = {kind: errors_after[kind] - errors_before.get(kind, 0.0) for kind in errors_after}
+        before, after = errors_before[backend], self._lb.errors()[backend]
+        record.lb_errors = {kind: after[kind] - before[kind] for kind in after}
         return record
 
     # --- the faults ----------------------------------------------------------------------------------
@@ -159,21 +160,21 @@ class ChaosRun:
 
     # --- helpers -------------------------------------------------------------------------------------
 
-    def _victim(self) -> tuple[str, int, int]:
-        """A busy worker, drawn with the seeded generator: (victim, its requests in flight, its computations)."""
+    def _victim(self) -> tuple[str, str, int, int]:
+        """A busy worker, drawn with the seeded generator: (victim, its backend URL, requests in flight, computations).
+
+        Its computations are read last, just before the choice, so the fault still finds them running.
+        """
         deadline = time.monotonic() + VICTIM_WAIT_SECONDS
         while True:
             workers = self._fleet.workers()
-            computing = {w.instance_id: int(metric_total(w, "mrtr_worker_computations") or 0) for w in workers}
+            urls = {w.instance_id: self._fleet.backend_url(w.instance_id) for w in workers}
             backends = self._lb.backends()
-            in_flight = {
-                w.instance_id: int(backends.get(self._fleet.backend_url(w.instance_id), {}).get("in_flight", 0))
-                for w in workers
-            }
+            in_flight = {w: int(backends.get(url, {}).get("in_flight", 0)) for w, url in urls.items()}
+            computing = {w.instance_id: int(metric_total(w, "mrtr_worker_computations") or 0) for w in workers}
             if any(computing.values()) or time.monotonic() > deadline:
-                ids = [w.instance_id for w in workers]
-                victim = choose_victim(self._rng, ids, computing=computing, in_flight=in_flight)
-                return victim, in_flight.get(victim, 0), computing.get(victim, 0)
+                victim = choose_victim(self._rng, list(urls), computing=computing, in_flight=in_flight)
+                return victim, urls[victim], in_flight.get(victim, 0), computing.get(victim, 0)
             time.sleep(0.02)
 
     def _served(self, victim: str) -> float:

@@ -67,10 +67,14 @@ class LbView:
         entry = self.backends().get(url)
         return bool(entry and entry["healthy"] and not entry["drained"])
 
-    def errors(self, url: str) -> dict[str, float]:
-        """The proxy's failed attempts on one backend so far, by kind (they outlive its removal from the pool)."""
-        found = samples(self._http.get("/lb/metrics").text, "mrtr_lb_backend_errors_total")
-        return {kind: found.get((("backend", url), ("kind", kind)), 0.0) for kind in LB_ERROR_KINDS}
+    def errors(self) -> dict[str, dict[str, float]]:
+        """The proxy's failed attempts so far, per backend URL and kind (they outlive a removal from the pool)."""
+        found: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(LB_ERROR_KINDS, 0.0))
+        for labels, value in samples(self._http.get("/lb/metrics").text, "mrtr_lb_backend_errors_total").items():
+            named = dict(labels)
+            if named.get("kind") in LB_ERROR_KINDS:
+                found[named["backend"]][named["kind"]] = value
+        return found
 
     def wait_rotation(self, url: str, present: bool, timeout: float) -> float | None:
         """Poll until the backend is (or is no longer) in rotation; the time it was seen so, None on timeout."""
