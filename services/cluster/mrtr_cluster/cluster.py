@@ -48,7 +48,7 @@ class ClusterConfig:
     lb_env: dict[str, str] = field(default_factory=dict)
     cables: bool = False
     """Reach each worker through a cable the cluster can cut (`mrtr_cluster.cable`): chaos runs."""
-    ready_timeout: float = 30.0
+    ready_timeout: float = 60.0
     """Seconds a starting worker may take to become ready (a busy machine needs more)."""
 
     def version_of(self, index: int) -> int:

@@ -72,7 +72,7 @@ class ManagedProcess:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
         """Poll the readiness URL until it answers 200; fail early if the process exits."""
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=1.0) as http:
