@@ -11,6 +11,7 @@ import pytest
 
 from mrtr_cluster.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_worker.keyring import KeyRing, new_ring
+from tests.support.wire import McpHttp
 
 _instance_numbers = itertools.count(1)
 
@@ -76,3 +77,20 @@ def start_worker(keyring_file: Path, log_dir: Path) -> Iterator[StartWorker]:
 def worker(start_worker: StartWorker) -> WorkerSpec:
     spec, _ = start_worker()
     return spec
+
+
+McpTo = Callable[[WorkerSpec], McpHttp]
+
+
+@pytest.fixture
+def mcp_to() -> Iterator[McpTo]:
+    """Open raw MCP exchanges to workers (closed after the test)."""
+    opened: list[McpHttp] = []
+
+    def open_(spec: WorkerSpec) -> McpHttp:
+        opened.append(McpHttp(f"{spec.url}/mcp"))
+        return opened[-1]
+
+    yield open_
+    for client in opened:
+        client.close()

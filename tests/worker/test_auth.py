@@ -8,7 +8,6 @@ way an attacker or a misconfigured client would present them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mrtr_client import AuthenticationFailed, Client, ScriptedInputs
 from mrtr_client.dev_issuer import PUBLIC_KEY_NAME, DevIssuer, main
 from mrtr_cluster.process import WorkerSpec, sample_value
-from tests.conftest import StartWorker
+from tests.conftest import McpTo, StartWorker
 from tests.support.wire import McpHttp, headers_for, meta
 
 ELICIT: dict[str, Any] = {"elicitation": {}}
@@ -50,19 +49,6 @@ def strict(start_worker: StartWorker, issuer: tuple[DevIssuer, Path]) -> WorkerS
 def lenient(start_worker: StartWorker, issuer: tuple[DevIssuer, Path]) -> WorkerSpec:
     """Anonymous calls allowed (the local development setting) while the issuer's tokens still count."""
     return start_worker(env={"MRTR_WORKER_JWT_PUBLIC_KEY_FILE": str(issuer[1])})[0]
-
-
-@pytest.fixture
-def mcp_to() -> Iterator[Any]:
-    opened: list[McpHttp] = []
-
-    def open_(spec: WorkerSpec) -> McpHttp:
-        opened.append(McpHttp(f"{spec.url}/mcp"))
-        return opened[-1]
-
-    yield open_
-    for client in opened:
-        client.close()
 
 
 def _bearer(token: str | None) -> dict[str, str]:
@@ -133,7 +119,7 @@ def test_a_non_bearer_authorization_is_refused(lenient: WorkerSpec) -> None:
     assert "Bearer" in response.json()["error_description"]
 
 
-def test_a_valid_token_gets_through(strict: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: Any) -> None:
+def test_a_valid_token_gets_through(strict: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: McpTo) -> None:
     token = issuer[0].mint("alice")
     first = _link(mcp_to(strict), token)
     assert first["result"]["resultType"] == "input_required"
@@ -142,7 +128,7 @@ def test_a_valid_token_gets_through(strict: WorkerSpec, issuer: tuple[DevIssuer,
 
 
 def test_a_state_sealed_for_one_user_is_rejected_for_another(
-    strict: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: Any
+    strict: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: McpTo
 ) -> None:
     alice, bob = issuer[0].mint("alice"), issuer[0].mint("bob")
     mcp = mcp_to(strict)
@@ -159,7 +145,7 @@ def test_a_state_sealed_for_one_user_is_rejected_for_another(
 
 
 def test_one_user_of_two_clients_is_two_principals(
-    strict: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: Any
+    strict: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: McpTo
 ) -> None:
     mcp = mcp_to(strict)
     state = _link(mcp, issuer[0].mint("alice", client_id="app-one"))["result"]["requestState"]
@@ -168,7 +154,7 @@ def test_one_user_of_two_clients_is_two_principals(
 
 
 def test_anonymous_and_authenticated_states_do_not_mix(
-    lenient: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: Any
+    lenient: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: McpTo
 ) -> None:
     mcp = mcp_to(lenient)
     alice = issuer[0].mint("alice")
@@ -233,7 +219,7 @@ def test_mint_without_a_key_says_how_to_make_one(tmp_path: Path, capsys: pytest.
 
 
 def test_a_state_replayed_by_its_owner_within_its_lifetime_is_accepted(
-    strict: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: Any
+    strict: WorkerSpec, issuer: tuple[DevIssuer, Path], mcp_to: McpTo
 ) -> None:
     """Not prevented, by design (docs/SECURITY.md): a state is not single-use within its TTL.
 

@@ -20,7 +20,7 @@ from mcp.server.request_state import AESGCMRequestStateCodec
 
 from mrtr_cluster.process import WorkerSpec
 from mrtr_worker.keyring import KeyRing, new_ring
-from tests.conftest import StartWorker
+from tests.conftest import McpTo, StartWorker
 from tests.support.wire import McpHttp
 
 ELICIT: dict[str, Any] = {"elicitation": {}}
@@ -35,19 +35,6 @@ def pair(start_worker: StartWorker) -> tuple[WorkerSpec, WorkerSpec]:
     return start_worker()[0], start_worker()[0]
 
 
-@pytest.fixture
-def http_to() -> Iterator[Callable[[WorkerSpec], McpHttp]]:
-    opened: list[McpHttp] = []
-
-    def open_(spec: WorkerSpec) -> McpHttp:
-        opened.append(McpHttp(f"{spec.url}/mcp"))
-        return opened[-1]
-
-    yield open_
-    for client in opened:
-        client.close()
-
-
 def _link_round(mcp: McpHttp, state: str | None = None, answers: dict[str, Any] | None = None) -> dict[str, Any]:
     params: dict[str, Any] = dict(LINK)
     if state is not None:
@@ -58,9 +45,9 @@ def _link_round(mcp: McpHttp, state: str | None = None, answers: dict[str, Any] 
 
 
 def test_a_state_sealed_on_one_instance_completes_on_another(
-    pair: tuple[WorkerSpec, WorkerSpec], http_to: Callable[[WorkerSpec], McpHttp]
+    pair: tuple[WorkerSpec, WorkerSpec], mcp_to: McpTo
 ) -> None:
-    a, b = (http_to(spec) for spec in pair)
+    a, b = (mcp_to(spec) for spec in pair)
     first = a.call("tools/call", LINK, capabilities=ELICIT)
     assert first.headers["x-worker-id"] == pair[0].instance_id
     state = first.result["requestState"]
@@ -166,20 +153,20 @@ def test_a_state_for_other_arguments_is_rejected(mcp: McpHttp) -> None:
 
 
 def test_a_state_from_another_service_sharing_the_keys_is_rejected(
-    mcp: McpHttp, start_worker: StartWorker, http_to: Callable[[WorkerSpec], McpHttp]
+    mcp: McpHttp, start_worker: StartWorker, mcp_to: McpTo
 ) -> None:
     other_service, _ = start_worker(env={"MRTR_WORKER_AUDIENCE": "another-service"})
-    foreign = _fresh_state(http_to(other_service))
+    foreign = _fresh_state(mcp_to(other_service))
     _present(mcp, foreign)
 
 
 def test_a_state_sealed_under_a_foreign_key_is_rejected(
-    mcp: McpHttp, start_worker: StartWorker, http_to: Callable[[WorkerSpec], McpHttp], tmp_path: Path
+    mcp: McpHttp, start_worker: StartWorker, mcp_to: McpTo, tmp_path: Path
 ) -> None:
     foreign_ring = tmp_path / "foreign.json"
     foreign_ring.write_text(new_ring("elsewhere").dumps())
     other_fleet, _ = start_worker(keyring_path=foreign_ring)
-    _present(mcp, _fresh_state(http_to(other_fleet)))
+    _present(mcp, _fresh_state(mcp_to(other_fleet)))
 
 
 def test_an_oversized_state_is_rejected_before_decoding(mcp: McpHttp) -> None:

@@ -117,31 +117,32 @@ class ChaosRun:
         record.evidence["served_after_restart"] = self._served(victim)
 
     def _pause(self, record: FaultRecord) -> None:
-        fleet, victim = self._fleet, record.victim
-        pid = fleet.process_id(victim)
-        record.started = time.time()
-        fleet.pause(victim)
-        try:
-            record.left_rotation = self._lb.wait_rotation(record.backend, False, record.hold_s)
-            _sleep_until(record.started + record.hold_s)
-        finally:
-            record.undone = time.time()
-            fleet.resume(victim)
-        record.recovered = self._lb.wait_rotation(fleet.backend_url(victim), True, RECOVERY_SECONDS)
-        record.evidence.update(pid=pid, same_process=pid is not None and fleet.process_id(victim) == pid)
+        self._hold_out(record, self._fleet.pause, self._fleet.resume)
 
     def _cut(self, record: FaultRecord) -> None:
+        self._hold_out(record, self._fleet.cut, self._fleet.restore, check_ran_on=True)
+
+    def _hold_out(
+        self,
+        record: FaultRecord,
+        do: Callable[[str], None],
+        undo: Callable[[str], None],
+        *,
+        check_ran_on: bool = False,
+    ) -> None:
+        """A fault the same process survives: do it, see the proxy drop the victim, hold, undo, see it back."""
         fleet, victim = self._fleet, record.victim
         pid = fleet.process_id(victim)
         record.started = time.time()
-        fleet.cut(victim)
+        do(victim)
         try:
             record.left_rotation = self._lb.wait_rotation(record.backend, False, record.hold_s)
             _sleep_until(record.started + record.hold_s)
-            record.evidence["ran_on"] = pid is not None and pid_alive(pid)
+            if check_ran_on:
+                record.evidence["ran_on"] = pid is not None and pid_alive(pid)
         finally:
             record.undone = time.time()
-            fleet.restore(victim)
+            undo(victim)
         record.recovered = self._lb.wait_rotation(fleet.backend_url(victim), True, RECOVERY_SECONDS)
         record.evidence.update(pid=pid, same_process=pid is not None and fleet.process_id(victim) == pid)
 
