@@ -14,8 +14,6 @@ from tests.conftest import StartWorker
 from tests.support.schema import check_server_message
 from tests.support.wire import parse_body
 
-SECRET_WORDS = ("password", "secret", "token", "api key", "apikey", "credential")
-
 
 def schema_checked_http() -> httpx.Client:
     """An httpx client that validates every worker message against the official schema as it arrives."""
@@ -139,29 +137,6 @@ def test_the_prompt_asks_first_then_returns_messages(client_for: Any) -> None:
 def test_the_resource_asks_first_then_returns_contents(client_for: Any) -> None:
     done = client_for(ScriptedInputs(forms={"detail": {"detail": "full"}})).read_resource("mrtr://reports/7")
     assert done.result["contents"][0]["text"] == "Report 7 (full)"
-
-
-def test_no_form_the_demo_sends_asks_for_a_secret(worker: WorkerSpec) -> None:
-    """Walk every demo tool, prompt and resource, and read every form it sends."""
-    forms: list[dict[str, Any]] = []
-
-    class Recording(ScriptedInputs):
-        def answer(self, key: str, request: Any) -> Any:
-            params = request["params"]
-            if request["method"] == "elicitation/create" and params.get("mode", "form") == "form":
-                forms.append(params)
-            return super().answer(key, request)
-
-    with Client(f"{worker.url}/mcp", Recording(sample=lambda _: "ok", roots=["file:///x"])) as client:
-        for tool in client.list_tools():
-            args = {"topic": "x"} if tool["name"] == "write_haiku" else {}
-            client.call_tool(tool["name"], args)
-        client.get_prompt("onboarding")
-        client.read_resource("mrtr://reports/1")
-    assert len(forms) >= 3
-    for params in forms:
-        text = str(params).lower()
-        assert not any(word in text for word in SECRET_WORDS), params
 
 
 def test_version_2_needs_the_microsoft_login_too(start_worker: StartWorker) -> None:
