@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mrtr_client import RetryPolicy
-from mrtr_cluster.walkthrough_report import SHED_REASONS
 from mrtr_cluster.walkthrough_report import Inputs as PlotInputs
+from mrtr_cluster.walkthrough_report import count_rounds
 from mrtr_cluster.walkthrough_report import plot as plot_timeline
 
 UNDO_NAMES = {"kill9": "restart", "pause": "resume", "cut": "restore"}
@@ -153,13 +152,7 @@ def fault_problems(row: dict[str, Any]) -> list[str]:
 
 def summarize(inputs: RunInputs) -> dict[str, Any]:
     events, t0 = inputs.events, inputs.started
-    hand_backs_client: Counter[str] = Counter()
-    rounds: Counter[str] = Counter()
-    for event in events:
-        for hop in event["hops"]:
-            rounds[hop["reason"]] += 1
-            if hop["reason"] in SHED_REASONS:
-                hand_backs_client[hop["reason"]] += 1
+    rounds, hand_backs_client = count_rounds(events)
     latencies = [(e["end"] - e["start"]) * 1000 for e in events if e["ok"]]
     rows = [fault_figures(f, events, t0) for f in inputs.faults]
     done_kinds = sorted({r["kind"] for r in rows if not r["error"]})

@@ -31,15 +31,16 @@ def load_events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def count_rounds(events: list[dict[str, Any]]) -> tuple[Counter[str], Counter[str]]:
+    """Rounds by how they ended, and the hand-backs among them, over every hop of every request."""
+    rounds = Counter(hop["reason"] for event in events for hop in event["hops"])
+    hand_backs = Counter({reason: n for reason, n in rounds.items() if reason in SHED_REASONS})
+    return rounds, hand_backs
+
+
 def summarize(inputs: Inputs) -> dict[str, Any]:
     events = inputs.events
-    hand_backs: Counter[str] = Counter()
-    rounds: Counter[str] = Counter()
-    for event in events:
-        for hop in event["hops"]:
-            rounds[hop["reason"]] += 1
-            if hop["reason"] in SHED_REASONS:
-                hand_backs[hop["reason"]] += 1
+    rounds, hand_backs = count_rounds(events)
     retire = next((s for s in inputs.steps if s["name"] == "retire-key"), None)
     final_versions = Counter(str(e["hops"][-1]["version"]) for e in events if e["ok"] and e["hops"])
     return {
