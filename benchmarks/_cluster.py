@@ -27,8 +27,8 @@ import httpx
 
 from benchmarks._load import cpu_seconds
 from mrtr_client import CallResult, RetryPolicy
-from mrtr_cluster.cluster import ClusterConfig, LocalCluster
-from mrtr_cluster.process import ManagedProcess
+from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_ops.local.process import ManagedProcess
 from mrtr_worker.compute import primes
 
 TOOL_PACKS = ("demo", "compute")

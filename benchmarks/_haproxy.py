@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from mrtr_cluster.process import LOOPBACK, ManagedProcess
+from mrtr_ops.local.process import LOOPBACK, ManagedProcess
 
 
 def ensure_installed(*, install: bool) -> tuple[str | None, str]:

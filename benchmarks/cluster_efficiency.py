@@ -42,7 +42,7 @@ from benchmarks._cluster import proxy_cpu as proxy_cpu_of
 from benchmarks._cluster import workers_cpu as workers_cpu_of
 from benchmarks.report import parser, publish
 from mrtr_client import AsyncClient
-from mrtr_cluster.cluster import LocalCluster
+from mrtr_ops.local.cluster import LocalCluster
 from mrtr_worker.compute import primes
 
 WORKERS = 3

@@ -25,7 +25,7 @@ from benchmarks._cluster import PATIENT, PrimesCall, bare_step_ms, clusters, lb_
 from benchmarks.report import parser, publish
 from mrtr_client import AsyncClient, CallResult
 from mrtr_client.client import DEFAULT_TIMEOUT
-from mrtr_cluster.cluster import LocalCluster
+from mrtr_ops.local.cluster import LocalCluster
 
 SLOTS = 2
 """Computation slots per worker (the worker default)."""

@@ -29,7 +29,7 @@ from benchmarks._cluster import proxy_cpu as proxy_cpu_of
 from benchmarks._cluster import workers_cpu as workers_cpu_of
 from benchmarks.report import parser, publish
 from mrtr_client import Client
-from mrtr_cluster.cluster import LocalCluster
+from mrtr_ops.local.cluster import LocalCluster
 
 CALL = PrimesCall(10_000_000, 100_000)
 """100 steps of about 1 ms. The work must stay small next to what a hop costs: the no-hop baseline runs on

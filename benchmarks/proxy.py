@@ -21,7 +21,7 @@ from benchmarks import _haproxy
 from benchmarks._cluster import clusters, proxy_cpu, verdict
 from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request, is_complete
 from benchmarks.report import parser, publish
-from mrtr_cluster.process import LOOPBACK, ManagedProcess, free_port
+from mrtr_ops.local.process import LOOPBACK, ManagedProcess, free_port
 
 DIRECT, OURS, HAPROXY = "direct (client round robin)", "mrtr_lb (our proxy)", "HAProxy"
 THROUGHPUT_TARGET = 0.8

@@ -27,7 +27,7 @@ from benchmarks._cluster import MIX, PATIENT, SHED_REASONS, clusters, median, pr
 from benchmarks._load import LoadResult, echo_request, is_complete, open_loop
 from benchmarks.report import parser, publish
 from mrtr_client import AsyncClient
-from mrtr_cluster.cluster import LocalCluster
+from mrtr_ops.local.cluster import LocalCluster
 
 WORKERS = 3
 SLOTS = 2

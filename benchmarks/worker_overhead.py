@@ -18,7 +18,7 @@ from pathlib import Path
 from benchmarks._cluster import stop_process
 from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request, is_complete
 from benchmarks.report import parser, publish
-from mrtr_cluster.process import ManagedProcess, WorkerSpec, free_port
+from mrtr_ops.local.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_worker.keyring import new_ring
 
 

@@ -9,15 +9,8 @@ ShortCallsUser, ComputeUser, LoginUser, ElicitationUser, SamplingRootsUser, Mixe
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# The suite's package is `loadtest.mrtr_locust`: make the directory above this file importable
-# (the repository root locally, /app in the loadtest image) whatever the working directory.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from loadtest.mrtr_locust import plugin
-from loadtest.mrtr_locust.users import (
+from mrtr_locust import plugin
+from mrtr_locust.users import (
     ComputeUser,
     ElicitationUser,
     LoginUser,

@@ -13,7 +13,7 @@ from typing import Any
 from locust import User, between, task
 
 from mrtr_client import CallResult, Client, ScriptedInputs
-from mrtr_client.dev_issuer import token_from_environment
+from mrtr_dev_issuer import token_from_environment
 
 LOGINS = {"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}, "microsoft_login": {"name": "o"}}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtr_cluster.process import ManagedProcess, WorkerSpec, free_port
+from mrtr_ops.local.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_worker.keyring import KeyRing, new_ring
 from tests.support.wire import McpHttp
 

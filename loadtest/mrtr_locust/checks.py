@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loadtest.mrtr_locust.expected import LOGINS_BY_VERSION
 from mrtr_client import CallResult
+from mrtr_locust.expected import LOGINS_BY_VERSION
 
 COMPUTE_META_KEY = "mrtr-cluster.dev/compute"
 

@@ -20,9 +20,9 @@ from locust.env import Environment
 from locust.runners import MasterRunner, Runner, WorkerRunner
 from locust.web import WebUI
 
-from loadtest.mrtr_locust import expected, report, runtime, webui
-from loadtest.mrtr_locust.limits import DEFAULT_MAX_RUN_TIME, DEFAULT_MAX_USERS, P95_OPTIONS, env_var, flag
-from loadtest.mrtr_locust.runtime import STATS, STOP_FILE_ENV, SUMMARY_ENV
+from mrtr_locust import expected, report, runtime, webui
+from mrtr_locust.limits import DEFAULT_MAX_RUN_TIME, DEFAULT_MAX_USERS, P95_OPTIONS, env_var, flag
+from mrtr_locust.runtime import STATS, STOP_FILE_ENV, SUMMARY_ENV
 
 logger = logging.getLogger("mrtr_locust")
 

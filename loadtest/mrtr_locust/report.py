@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loadtest.mrtr_locust.stats import MrtrStats
+from mrtr_locust.stats import MrtrStats
 
 
 @dataclass(frozen=True)

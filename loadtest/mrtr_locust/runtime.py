@@ -6,7 +6,7 @@ import json
 import os
 from typing import IO
 
-from loadtest.mrtr_locust.stats import MrtrStats, RequestRecord
+from mrtr_locust.stats import MrtrStats, RequestRecord
 
 EVENTS_ENV = "MRTR_LOCUST_EVENTS"
 """Path of a JSON-lines file: one line per completed or failed logical request run in this process."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from locust.stats import bucket_response_time, calculate_response_time_percentile
 
-from loadtest.mrtr_locust.recorder import HopRecord
+from mrtr_locust.recorder import HopRecord
 
 SHED_REASONS = frozenset({"admission", "pressure", "slice", "drain"})
 """Round ends where the server handed work back with no question (the client retried at once)."""

@@ -17,12 +17,12 @@ import httpx
 from locust import TaskSet, User
 from locust.exception import LocustError
 
-from loadtest.mrtr_locust import checks, expected, runtime
-from loadtest.mrtr_locust.checks import FailedRequest, WrongAnswer
-from loadtest.mrtr_locust.recorder import HopRecord, RecordingInputs, RecordingTransport
-from loadtest.mrtr_locust.stats import RequestRecord
 from mrtr_client import CallResult, Client
-from mrtr_client.dev_issuer import token_from_environment
+from mrtr_dev_issuer import token_from_environment
+from mrtr_locust import checks, expected, runtime
+from mrtr_locust.checks import FailedRequest, WrongAnswer
+from mrtr_locust.recorder import HopRecord, RecordingInputs, RecordingTransport
+from mrtr_locust.stats import RequestRecord
 
 HTTP_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 HAIKU_TOPICS = ("autumn", "load balancers", "sealed state", "retries", "the sea")

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from mrtr_cluster.process import WorkerSpec
+from mrtr_ops.local.process import WorkerSpec
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from mrtr_client.dev_issuer import PUBLIC_KEY_NAME, DevIssuer
-from mrtr_cluster.process import WorkerSpec, free_port
+from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
+from mrtr_ops.local.process import WorkerSpec, free_port
 from tests.fuzz.budget import PROFILE
 from tests.fuzz.origins import HOP_BY_HOP, Origins, collect
 from tests.fuzz.tally import TALLY

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from mrtr_cluster.process import ManagedProcess, WorkerSpec
+from mrtr_ops.local.process import ManagedProcess, WorkerSpec
 from tests.fuzz.calls import Call, envelope, headers_for
 from tests.fuzz.oracle import Sent, Verdict, judge
 from tests.support.wire import McpHttp

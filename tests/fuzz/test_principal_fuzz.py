@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrtr_client.dev_issuer import DevIssuer
+from mrtr_dev_issuer import DevIssuer
 from tests.fuzz.budget import budget
 from tests.fuzz.calls import ELICIT, Call
 from tests.fuzz.origins import ANSWERS, PRIMES

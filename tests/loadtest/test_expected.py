@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loadtest.mrtr_locust import expected
+from mrtr_locust import expected
 from mrtr_worker.compute import hashchain, montecarlo, primes
 from mrtr_worker.compute.computation import Computation, run_uninterrupted
 from mrtr_worker.packs import demo
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
 
 
 def test_the_prime_counts_are_the_workers() -> None:
@@ -72,7 +70,7 @@ def test_the_suite_imports_only_the_client_and_the_locust_stack() -> None:
     """What the loadtest image holds: `mrtr_client` and `loadtest/`; the worker, proxy and cluster are absent."""
     script = (
         "import runpy, sys\n"
-        "for name in ('mrtr_worker', 'mrtr_lb', 'mrtr_cluster', 'mcp', 'tests'):\n"
+        "for name in ('mrtr_worker', 'mrtr_lb', 'mrtr_ops', 'mcp', 'tests'):\n"
         "    sys.modules[name] = None\n"
         "module = runpy.run_path(sys.argv[1])\n"
         "print(sorted(k for k, v in module.items() if isinstance(v, type) and k.endswith('User')))\n"

@@ -24,11 +24,11 @@ from typing import Any
 import httpx
 import pytest
 
-from loadtest.mrtr_locust.limits import P95_OPTIONS, flag
-from mrtr_cluster.cluster import ClusterConfig, LocalCluster
-from mrtr_cluster.process import LOOPBACK, free_port
+from mrtr_locust.limits import P95_OPTIONS, flag
+from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_ops.local.process import LOOPBACK, free_port
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = ROOT / "loadtest" / "locustfile.py"
 WRONG_TABLE = Path(__file__).with_name("wrong_table_locustfile.py")
 RUN_TIME = "20s"

@@ -9,9 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from mrtr_cluster.process import WorkerSpec
-
-ROOT = Path(__file__).resolve().parents[2]
+from mrtr_ops.local.process import WorkerSpec
+from tests.support.paths import ROOT
 
 
 def test_a_headless_run_stops_once_the_stop_file_exists(worker: WorkerSpec, tmp_path: Path) -> None:

@@ -7,16 +7,12 @@ with wrong answers counted and a non-zero exit code.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import ClassVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from loadtest.mrtr_locust import plugin
-from loadtest.mrtr_locust.expected import PRIME_COUNTS, PrimesCase
-from loadtest.mrtr_locust.users import MrtrUser, weighted
+from mrtr_locust import plugin
+from mrtr_locust.expected import PRIME_COUNTS, PrimesCase
+from mrtr_locust.users import MrtrUser, weighted
 
 WRONG_COUNT = PRIME_COUNTS[1_000_000] + 1
 """One more than pi(10^6): no correct worker ever answers this."""

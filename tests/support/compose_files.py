@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 FILES = ("compose.yaml", "compose.override.yaml")
 _REPLACED = {"command", "entrypoint"}
 

@@ -16,8 +16,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from mrtr_client import AuthenticationFailed, Client, ScriptedInputs
-from mrtr_client.dev_issuer import PUBLIC_KEY_NAME, DevIssuer, main
-from mrtr_cluster.process import WorkerSpec, sample_value
+from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
+from mrtr_dev_issuer.issuer import main
+from mrtr_ops.local.process import WorkerSpec, sample_value
 from tests.conftest import McpTo, StartWorker
 from tests.support.wire import McpHttp, headers_for, meta
 

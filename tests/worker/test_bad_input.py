@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mrtr_cluster.process import WorkerSpec
+from mrtr_ops.local.process import WorkerSpec
 from tests.support.wire import McpHttp, headers_for, meta
 
 ELICIT: dict[str, object] = {"elicitation": {}}

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from mrtr_client import Client, RpcError, ScriptedInputs
-from mrtr_cluster.process import WorkerSpec
+from mrtr_ops.local.process import WorkerSpec
 from tests.conftest import StartWorker
 from tests.support.schema import check_server_message
 from tests.support.wire import parse_body

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mrtr_cluster.process import WorkerSpec
+from mrtr_ops.local.process import WorkerSpec
 from mrtr_worker.keyring import KeyRing, new_ring, new_secret
 from tests.conftest import StartWorker
 from tests.support.wire import McpHttp

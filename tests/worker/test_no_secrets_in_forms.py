@@ -19,7 +19,7 @@ import pytest
 
 from mrtr_client import Client, MrtrError, ScriptedInputs
 from mrtr_client.inputs import Answer
-from mrtr_cluster.process import WorkerSpec
+from mrtr_ops.local.process import WorkerSpec
 from mrtr_worker.inputs import SecretInForm, form
 from tests.conftest import StartWorker
 from tests.support.wire import McpHttp

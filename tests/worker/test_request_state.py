@@ -18,7 +18,7 @@ import httpx
 import pytest
 from mcp.server.request_state import AESGCMRequestStateCodec
 
-from mrtr_cluster.process import WorkerSpec
+from mrtr_ops.local.process import WorkerSpec
 from mrtr_worker.keyring import KeyRing, new_ring
 from tests.conftest import McpTo, StartWorker
 from tests.support.wire import McpHttp

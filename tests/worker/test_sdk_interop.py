@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
-from mrtr_cluster.process import WorkerSpec
+from mrtr_ops.local.process import WorkerSpec
 from tests.conftest import StartWorker
 
 

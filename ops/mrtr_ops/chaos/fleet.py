@@ -1,0 +1,98 @@
+"""A fleet that faults can be done to: the `Fleet` of the rolling upgrade plus the chaos run's actions.
+
+Every action returns once it has been done (a killed worker is gone, a
+restarted one is back in the proxy's rotation); the chaos run times the rest
+itself. The local implementation acts on processes and their cables, the
+compose one (`compose_chaos.py`) on containers through the Docker SDK.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+from mrtr_ops.fleet import Fleet, LocalFleet
+from mrtr_ops.local.cluster import LocalCluster
+
+
+class ChaosFleet(Fleet, Protocol):
+    @property
+    def lb_url(self) -> str:
+        """The proxy's base URL (its /lb/ endpoints)."""
+        ...
+
+    def backend_url(self, instance_id: str) -> str:
+        """The URL the proxy knows this worker by (its label in the proxy's metrics)."""
+        ...
+
+    def process_id(self, instance_id: str) -> int | None:
+        """The worker's process id (on this host), None while it is not running."""
+        ...
+
+    def kill9(self, instance_id: str) -> None:
+        """SIGKILL, no warning: returns once the process is gone."""
+        ...
+
+    def restart(self, instance_id: str) -> None:
+        """Start a killed worker again under its identity; returns once it is in rotation."""
+        ...
+
+    def pause(self, instance_id: str) -> None: ...
+
+    def resume(self, instance_id: str) -> None: ...
+
+    def cut(self, instance_id: str) -> None:
+        """Take the worker off the network: the proxy can no longer reach it; it keeps running."""
+        ...
+
+    def restore(self, instance_id: str) -> None:
+        """Put it back on the network; returns once the proxy could reach it again (not waiting for rotation)."""
+        ...
+
+
+class LocalChaosFleet(LocalFleet):
+    """The local cluster's workers: signals to processes, and the cables of a cluster started with `cables=True`."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        super().__init__(cluster)
+        self._local = cluster
+
+    @property
+    def lb_url(self) -> str:
+        return self._local.url
+
+    def backend_url(self, instance_id: str) -> str:
+        return self._local.workers[instance_id].lb_url
+
+    def process_id(self, instance_id: str) -> int | None:
+        process = self._local.workers[instance_id].process
+        return process.pid if process.running else None
+
+    def kill9(self, instance_id: str) -> None:
+        self._local.kill_worker(instance_id)
+
+    def restart(self, instance_id: str) -> None:
+        self._local.restart_worker(instance_id)
+
+    def pause(self, instance_id: str) -> None:
+        self._local.pause_worker(instance_id)
+
+    def resume(self, instance_id: str) -> None:
+        self._local.resume_worker(instance_id)
+
+    def cut(self, instance_id: str) -> None:
+        self._local.cut_worker(instance_id)
+
+    def restore(self, instance_id: str) -> None:
+        self._local.restore_worker(instance_id)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host (a reaped child does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

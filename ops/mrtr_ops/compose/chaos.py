@@ -1,0 +1,100 @@
+"""The chaos run's faults on the compose cluster's containers, through the Docker SDK.
+
+* kill9: `container.kill("SIGKILL")`. Docker treats an explicit kill like a
+  stop, so the `unless-stopped` policy does not bring it back; `restart`
+  starts the same container again (a supervisor's restart: same name, same
+  DNS alias, a new process), and waits until the proxy has it in rotation.
+* pause: `container.pause()`, the cgroup freezer: every process of the
+  container stops at once (the worker and its step pool), sockets stay open.
+* cut: `network.disconnect` from the project network: the container keeps
+  running but no packet reaches it, and it leaves the network's DNS, so the
+  proxy's discovery drops it; `restore` connects it again with the aliases it
+  had (`worker`), and the proxy finds it (maybe at a new address) by DNS.
+* drain and the replacement: `ComposeFleet.drain_worker` (SIGTERM: the
+  worker drains) and `start_worker` (the service scaled up by one).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from docker.models.containers import Container
+
+from mrtr_ops.compose.fleet import ComposeFleet
+from mrtr_ops.local.process import NotReady
+
+WORKER_PORT = 8000
+
+
+class ComposeChaosFleet(ComposeFleet):
+    def __init__(self, root: Path, project: str, lb_url: str) -> None:
+        super().__init__(root, project, lb_url)
+        self._lb = lb_url
+        self._cut: dict[str, tuple[str, list[str]]] = {}
+        """instance -> (network name, aliases) while it is cut off."""
+
+    @property
+    def lb_url(self) -> str:
+        return self._lb
+
+    def backend_url(self, instance_id: str) -> str:
+        container = self._container(instance_id)
+        networks: dict[str, Any] = container.attrs["NetworkSettings"]["Networks"]
+        addresses = [n["IPAddress"] for n in networks.values() if n.get("IPAddress")]
+        return f"http://{addresses[0]}:{WORKER_PORT}" if addresses else ""
+
+    def process_id(self, instance_id: str) -> int | None:
+        state = self._container(instance_id).attrs["State"]
+        return int(state["Pid"]) if state.get("Running") and state.get("Pid") else None
+
+    def kill9(self, instance_id: str) -> None:
+        container = self._container(instance_id)
+        container.kill(signal="SIGKILL")
+        self._until(lambda: not self._container(instance_id).attrs["State"]["Running"], f"{instance_id} to die")
+
+    def restart(self, instance_id: str) -> None:
+        container = self._container(instance_id)
+        if not container.attrs["State"]["Running"]:
+            container.start()
+        self._until(lambda: self._healthy(instance_id), f"{instance_id} to be healthy again")
+        self._wait_in_rotation(self.backend_url(instance_id))
+
+    def pause(self, instance_id: str) -> None:
+        self._container(instance_id).pause()
+
+    def resume(self, instance_id: str) -> None:
+        self._container(instance_id).unpause()
+
+    def cut(self, instance_id: str) -> None:
+        container = self._container(instance_id)
+        networks: dict[str, Any] = container.attrs["NetworkSettings"]["Networks"]
+        name, settings = next(iter(networks.items()))
+        service = container.labels["com.docker.compose.service"]
+        aliases = sorted({service, "worker", *(settings.get("Aliases") or [])} - {container.id, container.short_id})
+        self._cut[instance_id] = (name, aliases)
+        self._engine.networks.get(name).disconnect(container)
+
+    def restore(self, instance_id: str) -> None:
+        name, aliases = self._cut.pop(instance_id)
+        self._engine.networks.get(name).connect(self._container(instance_id), aliases=aliases)
+        self._until(lambda: bool(self.backend_url(instance_id)), f"{instance_id} to get an address")
+
+    # --- helpers ---------------------------------------------------------------------------------------
+
+    def _container(self, instance_id: str) -> Container:
+        container: Container = self._engine.containers.get(instance_id)
+        return container
+
+    def _healthy(self, instance_id: str) -> bool:
+        state = self._container(instance_id).attrs["State"]
+        return bool(state.get("Running")) and state.get("Health", {}).get("Status") == "healthy"
+
+    @staticmethod
+    def _until(condition: Any, what: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise NotReady(f"timed out waiting for {what}")
+            time.sleep(0.1)

@@ -1,0 +1,81 @@
+"""A fleet of workers as the rolling upgrade sees it, wherever the workers run.
+
+`Fleet` is the small surface an upgrade needs: list the workers, start one of a
+given version (returning once it is ready and in the balancer's rotation),
+drain one (returning once it is gone), and the key ring file they all read.
+The operator calls every worker makes (reload the ring, switch the state
+format, read a metric) are plain HTTP to the worker's admin URL, the same
+for local processes and containers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.local.process import sample_value
+
+
+@dataclass(frozen=True)
+class FleetWorker:
+    instance_id: str
+    version: int
+    admin_url: str
+    """The worker's own base URL (not through the balancer): /admin, /metrics, /readyz."""
+    admin_token: str | None = None
+    """The operator's token for /admin (None where the fleet leaves it open)."""
+
+
+class Fleet(Protocol):
+    @property
+    def keyring_file(self) -> Path: ...
+
+    def workers(self) -> list[FleetWorker]: ...
+
+    def start_worker(self, version: int, env: dict[str, str]) -> FleetWorker: ...
+
+    def drain_worker(self, instance_id: str) -> None: ...
+
+
+class LocalFleet:
+    """The local cluster's workers (processes on 127.0.0.1)."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self._cluster = cluster
+
+    @property
+    def keyring_file(self) -> Path:
+        return self._cluster.keyring_file
+
+    def workers(self) -> list[FleetWorker]:
+        token = self._cluster.config.admin_token
+        return [FleetWorker(h.instance_id, h.spec.version, h.url, token) for h in list(self._cluster.workers.values())]
+
+    def start_worker(self, version: int, env: dict[str, str]) -> FleetWorker:
+        handle = self._cluster.add_worker(version, extra_env=env)
+        return FleetWorker(handle.instance_id, version, handle.url, self._cluster.config.admin_token)
+
+    def drain_worker(self, instance_id: str) -> None:
+        self._cluster.drain_worker(instance_id)
+
+
+class AdminError(RuntimeError):
+    """A worker refused an operator call; the message carries its answer."""
+
+
+def admin_call(worker: FleetWorker, method: str, path: str, **params: Any) -> dict[str, Any]:
+    headers = {} if worker.admin_token is None else {"Authorization": f"Bearer {worker.admin_token}"}
+    response = httpx.request(method, f"{worker.admin_url}{path}", params=params or None, headers=headers, timeout=10)
+    if response.status_code != 200:
+        raise AdminError(f"{worker.instance_id}: {method} {path} answered {response.status_code}: {response.text}")
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def metric(worker: FleetWorker, name: str, **labels: str) -> float:
+    """One Prometheus sample of one worker (0 if absent)."""
+    return sample_value(httpx.get(f"{worker.admin_url}/metrics", timeout=10).text, name, **labels)

@@ -1,0 +1,7 @@
+"""`python -m mrtr_ops.k8s`: render and validate the Kubernetes manifests (scripts/k8s-validate)."""
+
+import sys
+
+from mrtr_ops.k8s.render import main
+
+sys.exit(main())

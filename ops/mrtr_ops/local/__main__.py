@@ -1,0 +1,84 @@
+"""`python -m mrtr_ops.local` (or `scripts/cluster`): run the local cluster until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from mrtr_ops.fleet import LocalFleet
+from mrtr_ops.local.cluster import DEFAULT_PACKS, ClusterConfig, LocalCluster
+from mrtr_ops.local.control import ControlServer
+from mrtr_ops.local.process import NotReady
+
+
+def _versions(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/cluster", description=__doc__)
+    parser.add_argument("--workers", type=int, default=3, help="number of workers (default 3)")
+    parser.add_argument("--port", type=int, default=8080, help="proxy port on 127.0.0.1 (0: any free port)")
+    parser.add_argument("--versions", type=_versions, default=(), help="worker versions in order, e.g. 1,1,2")
+    parser.add_argument("--packs", default=",".join(DEFAULT_PACKS), help="tool packs every worker serves")
+    parser.add_argument("--work-dir", type=Path, default=Path(".cache/cluster"), help="logs and the key ring")
+    parser.add_argument("--shedding", choices=("on", "off"), default="on", help="hand long work back under load")
+    parser.add_argument("--max-slice-ms", type=int, help="time slice of a computation (0: off)")
+    parser.add_argument(
+        "--auth",
+        action="store_true",
+        help="require bearer tokens (development issuer in secrets/; mint one with scripts/mint-token SUBJECT)",
+    )
+    parser.add_argument("--url-file", type=Path, help="write the MCP URL here once the cluster is ready")
+    args = parser.parse_args(argv)
+
+    worker_env = {"MRTR_WORKER_SHEDDING": "true" if args.shedding == "on" else "false"}
+    if args.max_slice_ms is not None:
+        worker_env["MRTR_WORKER_MAX_SLICE_MS"] = str(args.max_slice_ms)
+    config = ClusterConfig(
+        workers=args.workers,
+        port=args.port,
+        versions=args.versions,
+        tool_packs=tuple(p for p in args.packs.split(",") if p),
+        work_dir=args.work_dir,
+        auth=args.auth,
+        issuer_dir=Path("secrets") if args.auth else None,
+        worker_env=worker_env,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    cluster = LocalCluster(config)
+    try:
+        cluster.start()
+    except NotReady as exc:
+        print(f"cluster: {exc}", file=sys.stderr)
+        return 1
+    control = ControlServer(LocalFleet(cluster)).start()
+    (config.work_dir / "control.url").write_text(control.url)
+    try:
+        workers = ", ".join(f"{h.instance_id} v{h.spec.version} {h.url}" for h in cluster.workers.values())
+        print(f"MCP endpoint: {cluster.mcp_url}\nworkers: {workers}\nlogs: {config.work_dir / 'logs'}", flush=True)
+        print(f"control: {control.url}  (scripts/rolling-upgrade uses it)", flush=True)
+        token = '--token "$(scripts/mint-token alice)" ' if args.auth else ""
+        print(f"try: .venv/bin/mrtr-call {token}link_accounts   (Ctrl-C stops the cluster)", flush=True)
+        if args.url_file is not None:
+            args.url_file.write_text(cluster.mcp_url)
+        stop.wait()
+    finally:
+        control.stop()
+        (config.work_dir / "control.url").unlink(missing_ok=True)
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,293 @@
+"""The local cluster: the round-robin proxy and N workers as processes on 127.0.0.1.
+
+The embedded default (no Docker needed): the same worker and proxy code the
+containers run, started the way `scripts/cluster` starts them. Tests, the
+benchmarks, the walkthrough and the chaos run drive it through this class.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
+from mrtr_ops.local.cable import Cable, Switchboard
+from mrtr_ops.local.process import LOOPBACK, ManagedProcess, NotReady, WorkerSpec, free_port, sample_value
+from mrtr_worker.keyring import new_ring
+
+DEFAULT_PACKS = ("demo", "compute", "conformance")
+"""The development cluster serves the conformance fixtures too, so any MCP harness can be pointed at it."""
+
+
+@dataclass
+class ClusterConfig:
+    workers: int = 3
+    port: int = 8080
+    """The proxy's port on 127.0.0.1 (0 picks a free one)."""
+    versions: tuple[int, ...] = ()
+    """Version of each worker in order; missing entries repeat the last one (default: all version 1)."""
+    tool_packs: tuple[str, ...] = DEFAULT_PACKS
+    work_dir: Path = Path(".cache/cluster")
+    keyring_file: Path | None = None
+    """The fleet's key ring; by default `work_dir/secrets/keyring.json`, generated on first run."""
+    auth: bool = False
+    """Require bearer tokens of the development issuer in `issuer_dir` (anonymous calls are the default)."""
+    issuer_dir: Path | None = None
+    """Where the development issuer's keys live (generated on first use); default `work_dir/secrets`."""
+    admin_token: str | None = None
+    """Token the workers' /admin endpoints require (None: open, as suits a laptop)."""
+    worker_env: dict[str, str] = field(default_factory=dict)
+    lb_env: dict[str, str] = field(default_factory=dict)
+    cables: bool = False
+    """Reach each worker through a cable the cluster can cut (`mrtr_ops.local.cable`): chaos runs."""
+    ready_timeout: float = 60.0
+    """Seconds a starting worker may take to become ready (a busy machine needs more)."""
+
+    def version_of(self, index: int) -> int:
+        if not self.versions:
+            return 1
+        return self.versions[min(index, len(self.versions) - 1)]
+
+
+@dataclass
+class WorkerHandle:
+    spec: WorkerSpec
+    process: ManagedProcess
+    cable: Cable | None = None
+
+    @property
+    def instance_id(self) -> str:
+        return self.spec.instance_id
+
+    @property
+    def url(self) -> str:
+        """The worker's own address: /metrics, /admin, and /mcp without the proxy."""
+        return self.spec.url
+
+    @property
+    def lb_url(self) -> str:
+        """The address the proxy knows the worker by: its cable's, if it has one."""
+        return self.cable.url if self.cable is not None else self.spec.url
+
+
+class LocalCluster:
+    """Start, change and stop a proxy plus workers; every change waits until the proxy has seen it."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.port = config.port or free_port()
+        self.workers: dict[str, WorkerHandle] = {}
+        self._numbers = itertools.count(1)
+        self._log_dir = config.work_dir / "logs"
+        self.keyring_file = config.keyring_file or config.work_dir / "secrets" / "keyring.json"
+        self._lb: ManagedProcess | None = None
+        self._http = httpx.Client(timeout=5.0)
+        self._switchboard = Switchboard() if config.cables else None
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+    # --- whole cluster -----------------------------------------------------------------------------
+
+    def start(self) -> LocalCluster:
+        self._ensure_keyring()
+        try:
+            started = [self._start_worker(self.config.version_of(i)) for i in range(self.config.workers)]
+            for handle in started:
+                handle.process.wait_ready(self.config.ready_timeout)
+            self._lb = self._lb_process([h.lb_url for h in started]).start()
+            self._lb.wait_ready()
+            self.wait_in_rotation({h.lb_url for h in started})
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM everything (workers drain first), proxy last."""
+        for handle in list(self.workers.values()):
+            handle.process.stop()
+        self.workers.clear()
+        if self._lb is not None:
+            self._lb.stop()
+            self._lb = None
+        if self._switchboard is not None:
+            self._switchboard.close()
+            self._switchboard = None
+        self._http.close()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- membership changes ------------------------------------------------------------------------
+
+    def add_worker(self, version: int = 1, *, extra_env: dict[str, str] | None = None) -> WorkerHandle:
+        """Start a worker, wait until it is ready, and put it in the proxy's rotation."""
+        handle = self._start_worker(version, extra_env)
+        handle.process.wait_ready(self.config.ready_timeout)
+        self._lb_admin("add", handle.lb_url)
+        self.wait_in_rotation({handle.lb_url})
+        return handle
+
+    def drain_worker(self, instance_id: str, *, timeout: float = 30.0) -> float:
+        """Drain a worker (its computations hand back), wait for it to exit, forget it. Returns seconds taken."""
+        handle = self.workers.pop(instance_id)
+        started = time.monotonic()
+        self._lb_admin("drain", handle.lb_url)
+        self._http.post(f"{handle.url}/admin/drain", headers=self.admin_headers).raise_for_status()
+        assert handle.process.popen is not None
+        handle.process.popen.wait(timeout)
+        elapsed = time.monotonic() - started
+        handle.process.stop()
+        self._lb_admin("remove", handle.lb_url)
+        self._unplug(handle)
+        return elapsed
+
+    def kill_worker(self, instance_id: str) -> None:
+        """SIGKILL: a crash. The proxy notices by itself (failed connections, failed health checks)."""
+        handle = self.workers[instance_id]
+        if handle.cable is not None:
+            handle.cable.hang_up()  # a dead process's port refuses connections
+        handle.process.kill()
+
+    def restart_worker(self, instance_id: str) -> WorkerHandle:
+        """Start a killed worker again, same identity and port (a supervisor's restart); back in rotation."""
+        handle = self.workers[instance_id]
+        if handle.process.running:
+            raise RuntimeError(f"{instance_id} is still running (pid {handle.process.pid})")
+        handle.process = handle.spec.process(self._log_dir).start()
+        handle.process.wait_ready(self.config.ready_timeout)
+        if handle.cable is not None:
+            handle.cable.plug()
+        self.wait_in_rotation({handle.lb_url})
+        return handle
+
+    def pause_worker(self, instance_id: str) -> None:
+        self.workers[instance_id].process.signal(signal.SIGSTOP)
+
+    def resume_worker(self, instance_id: str) -> None:
+        self.workers[instance_id].process.signal(signal.SIGCONT)
+
+    def cut_worker(self, instance_id: str) -> None:
+        """Cut the worker's cable: the proxy can no longer reach it, and it runs on (`ClusterConfig.cables`)."""
+        self._cable(instance_id).cut()
+
+    def restore_worker(self, instance_id: str) -> None:
+        self._cable(instance_id).restore()
+
+    def remove_worker(self, instance_id: str) -> None:
+        """Forget a worker that is already gone (killed)."""
+        handle = self.workers.pop(instance_id)
+        handle.process.stop()
+        self._lb_admin("remove", handle.lb_url)
+        self._unplug(handle)
+
+    # --- observation -------------------------------------------------------------------------------
+
+    def backends(self) -> list[dict[str, Any]]:
+        listing: list[dict[str, Any]] = self._http.get(f"{self.url}/lb/backends").json()
+        return listing
+
+    def wait_in_rotation(self, urls: set[str], timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            eligible = {b["url"] for b in self.backends() if b.get("healthy") and not b.get("drained")}
+            if urls <= eligible:
+                return
+            time.sleep(0.05)
+        raise NotReady(f"backends {sorted(urls)} not in the proxy's rotation after {timeout:.0f}s")
+
+    def worker_metric(self, instance_id: str, name: str, **labels: str) -> float:
+        """The value of one Prometheus sample of one worker (0 if absent)."""
+        return sample_value(self._http.get(f"{self.workers[instance_id].url}/metrics").text, name, **labels)
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        token = self.config.admin_token
+        return {} if token is None else {"Authorization": f"Bearer {token}"}
+
+    @property
+    def issuer(self) -> DevIssuer:
+        """The development issuer whose tokens the workers accept (with `auth` on)."""
+        return DevIssuer.ensure(self.config.issuer_dir or self.config.work_dir / "secrets")
+
+    @property
+    def _issuer_public_key(self) -> Path | None:
+        if not self.config.auth:
+            return None
+        directory = self.config.issuer_dir or self.config.work_dir / "secrets"
+        DevIssuer.ensure(directory)
+        return directory / PUBLIC_KEY_NAME
+
+    # --- internals ---------------------------------------------------------------------------------
+
+    def _ensure_keyring(self) -> None:
+        if not self.keyring_file.exists():
+            self.keyring_file.parent.mkdir(parents=True, exist_ok=True)
+            self.keyring_file.write_text(new_ring("local-1").dumps())
+            self.keyring_file.chmod(0o600)
+
+    def _start_worker(self, version: int, extra_env: dict[str, str] | None = None) -> WorkerHandle:
+        env = {**self.config.worker_env, **(extra_env or {})}
+        spec = WorkerSpec(
+            instance_id=f"w{next(self._numbers)}",
+            port=free_port(),
+            keyring_file=self.keyring_file,
+            version=version,
+            tool_packs=self.config.tool_packs,
+            issuer_public_key=self._issuer_public_key,
+            admin_token=self.config.admin_token,
+            extra_env=tuple(env.items()),
+        )
+        handle = WorkerHandle(spec, spec.process(self._log_dir).start())
+        if self._switchboard is not None:
+            handle.cable = self._switchboard.cable(spec.port)
+        self.workers[spec.instance_id] = handle
+        return handle
+
+    def _cable(self, instance_id: str) -> Cable:
+        cable = self.workers[instance_id].cable
+        if cable is None:
+            raise RuntimeError("this cluster has no cables to cut (ClusterConfig.cables)")
+        return cable
+
+    def _unplug(self, handle: WorkerHandle) -> None:
+        if handle.cable is not None:
+            handle.cable.close()
+
+    def _lb_process(self, backends: list[str]) -> ManagedProcess:
+        env = {
+            **os.environ,
+            "MRTR_LB_HOST": LOOPBACK,
+            "MRTR_LB_PORT": str(self.port),
+            "MRTR_LB_BACKENDS": ",".join(backends),
+            "PYTHONUNBUFFERED": "1",
+            **self.config.lb_env,
+        }
+        return ManagedProcess(
+            name="lb",
+            argv=[sys.executable, "-m", "mrtr_lb"],
+            env=env,
+            log_path=self._log_dir / "lb.log",
+            ready_url=f"{self.url}/lb/healthz",
+        )
+
+    def _lb_admin(self, action: str, url: str) -> None:
+        response = self._http.post(f"{self.url}/lb/backends/{action}", params={"url": url})
+        response.raise_for_status()

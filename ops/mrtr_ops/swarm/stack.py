@@ -1,0 +1,196 @@
+"""A stack on the local Docker Swarm: changed with the documented commands, watched through the SDK.
+
+The actions are the `docker` commands docs/swarm.md gives a newcomer
+(`docker stack deploy`, `docker service update --image`, `docker service
+rollback`, `docker service scale`, `docker stack rm`), so what the end-to-end
+check exercises is what the documentation says; the Docker SDK has no stacks
+and no rollback action anyway. Everything observed (tasks, update status, the
+end of a task) goes through the Docker SDK and `mrtr_ops.swarm.tasks`.
+Every wait polls a condition until a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.models.services import Service
+
+from mrtr_ops.swarm.tasks import Task, UpdateStatus, converged, parse_task, parse_update_status
+
+STACK_LABEL = "com.docker.stack.namespace"
+
+
+class SwarmTimeout(RuntimeError):
+    """A condition on the swarm did not hold before its deadline; the message says which."""
+
+
+def poll(condition: Callable[[], bool], what: str, timeout: float, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return
+        if time.monotonic() >= deadline:
+            raise SwarmTimeout(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def port_taken(port: int) -> bool:
+    """Whether something on this node already listens on `port` (a host-mode port binds every address)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False
+
+
+def swarm_state(engine: docker.DockerClient) -> str:
+    """This engine's swarm membership: `inactive`, `active`, `pending`, `error` or `locked`."""
+    return str(engine.info()["Swarm"]["LocalNodeState"])
+
+
+class SwarmStack:
+    def __init__(
+        self,
+        name: str,
+        root: Path,
+        env: Mapping[str, str] | None = None,
+        engine: docker.DockerClient | None = None,
+    ) -> None:
+        self.name = name
+        self._root = root
+        self.env = dict(env or {})
+        """Variables for the compose files' interpolation (added to this process's environment)."""
+        self._engine = engine or docker.from_env()
+
+    def qualified(self, service: str) -> str:
+        """`worker` -> `<stack>_worker`, the name `docker service ...` takes."""
+        return f"{self.name}_{service}"
+
+    # --- actions: the documented commands ------------------------------------------------------------
+
+    def _docker(self, *args: str) -> None:
+        subprocess.run(
+            ["docker", *args], cwd=self._root, env={**os.environ, **self.env}, check=True, stdout=subprocess.DEVNULL
+        )
+
+    def deploy(self, *files: str) -> None:
+        """`docker stack deploy` of these compose files; services already deployed with the same spec stay untouched.
+
+        `--resolve-image never`: the images are local (or given by ID); no registry is asked.
+        """
+        compose_files = [arg for file in files for arg in ("-c", file)]
+        self._docker("stack", "deploy", "--detach=true", "--resolve-image", "never", *compose_files, self.name)
+
+    def update_image(self, service: str, image: str) -> float:
+        """`docker service update --image`: the swarm's rolling update. Returns when it was asked for."""
+        asked = time.time()
+        self._docker("service", "update", "--detach", "--no-resolve-image", "--image", image, self.qualified(service))
+        return asked
+
+    def rollback(self, service: str) -> float:
+        """`docker service rollback`: back to the previous spec, with the service's rollback_config."""
+        asked = time.time()
+        self._docker("service", "rollback", "--detach", self.qualified(service))
+        return asked
+
+    def scale(self, service: str, replicas: int) -> None:
+        self._docker("service", "scale", "--detach", f"{self.qualified(service)}={replicas}")
+
+    def remove_services(self, *services: str) -> None:
+        self._docker("service", "rm", *(self.qualified(s) for s in services))
+
+    def remove(self, timeout: float = 90.0) -> None:
+        """`docker stack rm`, then wait until its containers and networks are gone (a redeploy would race them)."""
+        if self.exists():
+            self._docker("stack", "rm", self.name)
+        label: dict[str, str | list[str] | bool] = {"label": f"{STACK_LABEL}={self.name}"}
+        poll(
+            lambda: (
+                not self._engine.containers.list(all=True, filters=label, sparse=True, ignore_removed=True)
+                and not self._engine.networks.list(filters=label)
+            ),
+            f"the containers and networks of stack {self.name} to go",
+            timeout,
+        )
+
+    # --- observations --------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return bool(self._engine.services.list(filters={"label": f"{STACK_LABEL}={self.name}"}))
+
+    def service(self, service: str) -> Service:
+        found: Service = self._engine.services.get(self.qualified(service))  # type: ignore[no-untyped-call]  # untyped stub
+        return found
+
+    def spec(self, service: str) -> dict[str, Any]:
+        spec: dict[str, Any] = self.service(service).attrs["Spec"]
+        return spec
+
+    def tasks(self, service: str) -> list[Task]:
+        raw_tasks: list[dict[str, Any]] = self.service(service).tasks()  # type: ignore[no-untyped-call]  # untyped stub
+        return [parse_task(raw) for raw in raw_tasks]
+
+    def update_status(self, service: str) -> UpdateStatus:
+        return parse_update_status(self.service(service).attrs)
+
+    def image(self, service: str) -> str:
+        """The image the service's spec names now (what new tasks get)."""
+        return str(self.service(service).attrs["Spec"]["TaskTemplate"]["ContainerSpec"]["Image"])
+
+    def replicas(self, service: str) -> int:
+        return int(self.service(service).attrs["Spec"]["Mode"]["Replicated"]["Replicas"])
+
+    # --- waits ---------------------------------------------------------------------------------------
+
+    def wait_converged(self, service: str, timeout: float = 120.0) -> None:
+        """Every replica runs (and, with a healthcheck, is healthy) on the image the spec names."""
+        poll(
+            lambda: converged(self.tasks(service), self.image(service), self.replicas(service)),
+            f"{self.qualified(service)} to run {self.replicas(service)} tasks of {self.image(service)}",
+            timeout,
+        )
+
+    def wait_update(self, service: str, asked: float, timeout: float = 300.0) -> UpdateStatus:
+        """Wait until the update (or rollback) asked for at `asked` has finished; return how it ended."""
+        found: list[UpdateStatus] = []
+
+        def finished() -> bool:
+            status = self.update_status(service)
+            if status.started >= asked - 1.0 and status.done:
+                found.append(status)
+                return True
+            return False
+
+        poll(finished, f"the update of {self.qualified(service)} to finish", timeout, interval=1.0)
+        return found[0]
+
+    def signal(self, service: str, signal: str = "SIGTERM") -> None:
+        """Send a signal to the containers of the service's running tasks (a swarm has no command for it)."""
+        for task in self.tasks(service):
+            if task.running and task.container_id:
+                self._engine.containers.get(task.container_id).kill(signal=signal)
+
+    def wait_done(self, service: str, timeout: float) -> list[Task]:
+        """Wait until every task of a run-once service has exited; return them, last exit first."""
+        found: list[Task] = []
+
+        def exited() -> bool:
+            tasks = self.tasks(service)
+            found[:] = sorted((t for t in tasks if t.stopped), key=lambda t: t.changed, reverse=True)
+            return bool(found) and all(t.exit_code is not None for t in found) and not any(t.running for t in tasks)
+
+        poll(exited, f"the tasks of {self.qualified(service)} to exit", timeout, interval=1.0)
+        return found
+
+
+def image_id(engine: docker.DockerClient, reference: str) -> str:
+    """`mrtr-worker:v1` -> `sha256:...`: a swarm never tries to pull an image named by ID."""
+    return str(engine.images.get(reference).id)

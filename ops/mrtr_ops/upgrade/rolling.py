@@ -1,0 +1,219 @@
+"""The rolling upgrade from worker version 1 to version 2 (and its rollback), on any `Fleet`.
+
+Each step is rolled out to every instance before the next one starts, so a
+request in flight never meets an instance that cannot serve it:
+
+1. `add-key`: the v2 key joins the ring; every instance can open with it.
+2. `replace wN`: start a v2 instance, wait until it is in rotation, drain a v1
+   instance (its computations hand back and finish elsewhere), remove it.
+   Repeat for every v1 instance. v2 writes the v1 state layout meanwhile.
+3. `contract-format`: the whole fleet is v2: switch it to the v2 layout.
+4. `promote-key`: the v2 key seals.
+5. `retire-key`: once every state sealed with the old key has expired (one
+   state TTL after the promotion), the old key leaves the ring.
+
+Rollback replaces v2 instances by v1 ones the same way, after switching the
+fleet back to the v1 layout (and waiting one TTL if it had contracted, so no
+state in the v2 layout is still alive; `--no-wait` accepts that such calls
+restart instead).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any
+
+from mrtr_ops.fleet import Fleet, FleetWorker, admin_call, metric
+from mrtr_ops.paths import project_root
+from mrtr_worker.keyring import KeyRing, new_secret
+
+SKEW_MARGIN_SECONDS = 2.0
+"""Added to the TTL before retiring a key: the SDK accepts tokens minted slightly in the future."""
+
+
+@dataclass
+class Step:
+    name: str
+    started: float
+    ended: float = 0.0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+StepListener = Callable[[Step], None]
+
+
+class RollingUpgrade:
+    def __init__(
+        self,
+        fleet: Fleet,
+        *,
+        state_ttl: float | None = None,
+        new_key: str = "v2",
+        on_step: StepListener | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._fleet = fleet
+        # The longest TTL any instance seals with: how long a state sealed now may still come back.
+        self._ttl = (
+            state_ttl
+            if state_ttl is not None
+            else max(float(admin_call(w, "GET", "/admin/state")["state_ttl_seconds"]) for w in fleet.workers())
+        )
+        self._new_key = new_key
+        self._on_step = on_step or (lambda step: None)
+        self._sleep = sleep
+        self.steps: list[Step] = []
+        self._promoted_at = 0.0
+        self._old_opened_at_promotion = 0.0
+
+    # --- the two directions --------------------------------------------------------------------------
+
+    def upgrade(self) -> list[Step]:
+        old_key = self._ring().primary
+        if self._new_key != old_key:
+            self._step("add-key", self._add_key)
+        for worker in [w for w in self._fleet.workers() if w.version == 1]:
+            self._step(f"replace {worker.instance_id}", partial(self._replace, worker, 2))
+        self._step("contract-format", lambda: self._set_format(2))
+        if self._new_key != old_key:
+            self._step("promote-key", partial(self._promote, old_key))
+            self._step("retire-key", lambda: self._retire(old_key))
+        return self.steps
+
+    def rollback(self, *, wait_for_states: bool = True) -> list[Step]:
+        contracted = any(admin_call(w, "GET", "/admin/state")["write_format"] == 2 for w in self._fleet.workers())
+        self._step("expand-format", lambda: self._set_format(1))
+        if contracted and wait_for_states:
+            self._step("wait-states", lambda: self._wait(self._ttl + SKEW_MARGIN_SECONDS))
+        for worker in [w for w in self._fleet.workers() if w.version == 2]:
+            self._step(f"replace {worker.instance_id}", partial(self._replace, worker, 1))
+        return self.steps
+
+    # --- steps -----------------------------------------------------------------------------------------
+
+    def _step(self, name: str, action: Callable[[], dict[str, Any] | None]) -> None:
+        step = Step(name=name, started=time.time())
+        step.detail = action() or {}
+        step.ended = time.time()
+        self.steps.append(step)
+        self._on_step(step)
+
+    def _replace(self, old: FleetWorker, version: int) -> dict[str, Any]:
+        fmt = self._fleet_write_format() if version == 2 else 1
+        new = self._fleet.start_worker(version, {"MRTR_WORKER_WRITE_STATE_FORMAT": str(fmt)})
+        drained_at = time.time()
+        self._fleet.drain_worker(old.instance_id)
+        return {"started": new.instance_id, "drained": old.instance_id, "drain_seconds": time.time() - drained_at}
+
+    def _add_key(self) -> dict[str, Any]:
+        ring = self._ring()
+        if self._new_key not in ring.keys:
+            self._write_ring(ring.with_key(self._new_key, new_secret()))
+        return self._reload_all()
+
+    def _promote(self, old_key: str) -> dict[str, Any]:
+        self._write_ring(self._ring().promoted(self._new_key))
+        detail = self._reload_all()
+        self._promoted_at = time.time()
+        self._old_opened_at_promotion = self._opened_with(old_key)
+        return detail
+
+    def _retire(self, old_key: str) -> dict[str, Any]:
+        self._wait(self._promoted_at + self._ttl + SKEW_MARGIN_SECONDS - time.time())
+        accepted_after = self._opened_with(old_key) - self._old_opened_at_promotion
+        self._write_ring(self._ring().without_key(old_key))
+        return {**self._reload_all(), "old_key": old_key, "old_key_states_accepted_after_promotion": accepted_after}
+
+    def _set_format(self, fmt: int) -> dict[str, Any]:
+        for worker in self._fleet.workers():
+            admin_call(worker, "POST", "/admin/state-format", write=fmt)
+        return {"write_format": fmt}
+
+    # --- helpers ---------------------------------------------------------------------------------------
+
+    def _wait(self, seconds: float) -> dict[str, Any]:
+        if seconds > 0:
+            self._sleep(seconds)
+        return {"waited_seconds": max(0.0, seconds)}
+
+    def _ring(self) -> KeyRing:
+        return KeyRing.parse(self._fleet.keyring_file.read_text())
+
+    def _write_ring(self, ring: KeyRing) -> None:
+        # In place, not by rename: a container sees a bind-mounted file's new content only this way.
+        with self._fleet.keyring_file.open("r+") as file:
+            file.seek(0)
+            file.write(ring.dumps())
+            file.truncate()
+
+    def _reload_all(self) -> dict[str, Any]:
+        answers = [admin_call(w, "POST", "/admin/keyring/reload") for w in self._fleet.workers()]
+        return {
+            "keys": answers[0]["keys"] if answers else [],
+            "primary": answers[0]["primary_key"] if answers else None,
+        }
+
+    def _fleet_write_format(self) -> int:
+        formats = {admin_call(w, "GET", "/admin/state")["write_format"] for w in self._fleet.workers()}
+        return max(formats) if formats == {2} else 1
+
+    def _opened_with(self, key: str) -> float:
+        return sum(
+            metric(w, "mrtr_worker_state_keys_total", operation="opened", key=key) for w in self._fleet.workers()
+        )
+
+
+def step_record(step: Step) -> dict[str, Any]:
+    return asdict(step)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`scripts/rolling-upgrade`: upgrade (or roll back) the local cluster or the compose cluster."""
+    import argparse
+    import json
+    import re
+    import sys
+    from pathlib import Path
+
+    from mrtr_ops.compose.fleet import ComposeFleet
+    from mrtr_ops.local.control import ControlledFleet
+
+    parser = argparse.ArgumentParser(prog="scripts/rolling-upgrade", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--compose", action="store_true", help="the compose cluster (default: the local cluster)")
+    parser.add_argument("--work-dir", type=Path, default=Path(".cache/cluster"), help="the local cluster's work dir")
+    parser.add_argument("--rollback", action="store_true", help="replace v2 instances by v1 instead")
+    parser.add_argument("--no-wait", action="store_true", help="rollback: do not wait one TTL for v2-layout states")
+    parser.add_argument("--new-key", default="v2", help="name of the key version 2 brings (default v2)")
+    parser.add_argument("--state-ttl", type=float, help="seconds (default: the longest TTL the workers report)")
+    parser.add_argument("--steps-file", type=Path, help="write the steps with their times here (JSON)")
+    args = parser.parse_args(argv)
+
+    fleet: Fleet
+    if args.compose:
+        root = project_root()
+        project = os.environ.get("COMPOSE_PROJECT_NAME") or re.sub(r"[^a-z0-9_-]", "", root.name.lower())
+        fleet = ComposeFleet(root, project, f"http://127.0.0.1:{os.environ.get('MRTR_PORT', '8080')}")
+    else:
+        control = args.work_dir / "control.url"
+        if not control.exists():
+            print(
+                f"rolling-upgrade: no running local cluster ({control} missing); start scripts/cluster", file=sys.stderr
+            )
+            return 2
+        fleet = ControlledFleet(control.read_text().strip())
+
+    def show(step: Step) -> None:
+        detail = ", ".join(f"{k}={v}" for k, v in step.detail.items())
+        print(f"{time.strftime('%H:%M:%S')}  {step.name:<18} {step.ended - step.started:6.1f} s  {detail}", flush=True)
+
+    upgrade = RollingUpgrade(fleet, state_ttl=args.state_ttl, new_key=args.new_key, on_step=show)
+    steps = upgrade.rollback(wait_for_states=not args.no_wait) if args.rollback else upgrade.upgrade()
+    if args.steps_file is not None:
+        args.steps_file.write_text(json.dumps([step_record(s) for s in steps], indent=2))
+    versions = sorted({w.version for w in fleet.workers()})
+    print(f"rolling-upgrade: done; the fleet runs version(s) {versions}")
+    return 0

@@ -1,0 +1,94 @@
+"""Fixtures for the compose end-to-end checks: the running compose project, seen through its published ports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import docker
+import httpx
+import pytest
+from docker.models.containers import Container
+
+from mrtr_dev_issuer import DevIssuer
+from tests.support.paths import ROOT
+
+
+def compose(*args: str, env: dict[str, str] | None = None) -> None:
+    """Run `docker compose ARGS` in the repository (the project name comes from the environment)."""
+    subprocess.run(["docker", "compose", *args], cwd=ROOT, check=True, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="session")
+def project() -> str:
+    return os.environ["COMPOSE_PROJECT_NAME"]
+
+
+@pytest.fixture(scope="session")
+def issuer() -> DevIssuer:
+    """The development issuer whose public key the compose workers trust."""
+    return DevIssuer.load(ROOT / "secrets" / "issuer-private.pem")
+
+
+@pytest.fixture(scope="session")
+def token(issuer: DevIssuer) -> str:
+    return issuer.mint("compose-e2e")
+
+
+@pytest.fixture(scope="session")
+def engine() -> docker.DockerClient:
+    return docker.from_env()
+
+
+@pytest.fixture(scope="session")
+def lb_url() -> str:
+    return f"http://127.0.0.1:{os.environ.get('MRTR_PORT', '8080')}"
+
+
+@pytest.fixture(scope="session")
+def haproxy_url() -> str:
+    """Starts the `haproxy` profile on first use."""
+    compose("--profile", "haproxy", "up", "-d", "--wait", "haproxy")
+    return f"http://127.0.0.1:{os.environ.get('MRTR_HAPROXY_PORT', '8081')}"
+
+
+@pytest.fixture
+def balancer_url(request: pytest.FixtureRequest) -> str:
+    """The entry point under test: our proxy or HAProxy (parametrize with `balancer`)."""
+    url: str = request.getfixturevalue("lb_url" if request.param == "lb" else "haproxy_url")
+    return url
+
+
+ServiceContainers = Callable[[str], list[Container]]
+
+
+@pytest.fixture
+def containers(engine: docker.DockerClient, project: str) -> ServiceContainers:
+    def running(service: str) -> list[Container]:
+        labels = [f"com.docker.compose.project={project}", f"com.docker.compose.service={service}"]
+        found: list[Container] = engine.containers.list(filters={"label": labels, "status": "running"})
+        return found
+
+    return running
+
+
+def container_ip(container: Container) -> str:
+    networks: dict[str, Any] = container.attrs["NetworkSettings"]["Networks"]
+    return str(next(iter(networks.values()))["IPAddress"])
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def lb_backends(lb_url: str) -> list[dict[str, Any]]:
+    listing: list[dict[str, Any]] = httpx.get(f"{lb_url}/lb/backends").json()
+    return listing

@@ -1,0 +1,67 @@
+"""Fixtures for the swarm end-to-end checks: one stack on the local swarm, seen through its published port.
+
+`scripts/swarm-e2e` joins a swarm (if the engine is in none) and runs these
+with MRTR_SWARM_E2E=1. The stack is deployed once per session from the
+recipe's files and removed at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from mrtr_dev_issuer import DevIssuer
+from mrtr_ops.swarm.stack import SwarmStack, port_taken
+from mrtr_ops.swarm.walkthrough import deploy_cluster, images
+from tests.support.paths import ROOT
+
+
+@pytest.fixture(scope="session")
+def engine() -> docker.DockerClient:
+    return docker.from_env()
+
+
+@pytest.fixture(scope="session")
+def lb_url() -> str:
+    return f"http://127.0.0.1:{os.environ.get('MRTR_SWARM_PORT', '28080')}"
+
+
+@pytest.fixture(scope="session")
+def image_ids(engine: docker.DockerClient) -> dict[str, str]:
+    """The images by ID (never pulled): MRTR_LB_IMAGE, MRTR_WORKER_IMAGE (v1), MRTR_WORKER_V2_IMAGE, ..."""
+    return images(engine)
+
+
+@pytest.fixture(scope="session")
+def stack(engine: docker.DockerClient, lb_url: str, image_ids: dict[str, str]) -> Iterator[SwarmStack]:
+    env = {
+        key: value for key, value in image_ids.items() if key != "MRTR_WORKER_V2_IMAGE"
+    } | {
+        "MRTR_PORT": os.environ.get("MRTR_SWARM_PORT", "28080"),
+        "MRTR_LOCUST_PORT": os.environ.get("MRTR_SWARM_LOCUST_PORT", "28089"),
+        "MRTR_MAX_SLICE_MS": "500",  # short time slices: computations hop between tasks
+    }  # fmt: skip
+    swarm_stack = SwarmStack(os.environ.get("MRTR_SWARM_STACK", "mrtr-swarm-e2e"), ROOT, env, engine)
+    swarm_stack.remove()  # whatever an interrupted run left
+    taken = [port for port in (env["MRTR_PORT"], env["MRTR_LOCUST_PORT"]) if port_taken(int(port))]
+    assert not taken, f"ports {taken} are taken on this machine: set MRTR_SWARM_PORT / MRTR_SWARM_LOCUST_PORT"
+    try:
+        deploy_cluster(swarm_stack, lb_url)
+        yield swarm_stack
+    finally:
+        swarm_stack.remove()
+
+
+@pytest.fixture(scope="session")
+def token() -> str:
+    """A bearer token of the development issuer whose public key the stack's workers trust."""
+    return DevIssuer.load(ROOT / "secrets" / "issuer-private.pem").mint("swarm-e2e")
+
+
+@pytest.fixture(scope="session")
+def out_dir() -> Path:
+    return Path(os.environ.get("MRTR_SWARM_OUT", ROOT / "reports" / "swarm-e2e"))

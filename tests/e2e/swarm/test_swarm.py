@@ -1,0 +1,133 @@
+"""The swarm recipe, end to end on the local swarm (run by `scripts/swarm-e2e`).
+
+Order matters: the last test rolls the workers to version 2 (and back with
+MRTR_SWARM_ROLLBACK=1) under distributed Locust load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+import pytest
+
+from mrtr_client import AuthenticationFailed, Client, ScriptedInputs
+from mrtr_ops.swarm.stack import SwarmStack, poll
+from mrtr_ops.swarm.walkthrough import CLUSTER_FILES, LOADTEST_FILES, Options, in_rotation, run
+from tests.support.paths import ROOT
+
+LOGINS = {"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}}
+SECOND = 1_000_000_000  # the Docker API's durations are nanoseconds
+
+
+def backends(lb_url: str) -> list[dict[str, Any]]:
+    listing: list[dict[str, Any]] = httpx.get(f"{lb_url}/lb/backends", timeout=5).json()
+    return listing
+
+
+def test_docker_stack_config_accepts_the_recipes_files() -> None:
+    env = {**os.environ, "MRTR_SWARM_OUT": "/tmp"}  # the headless file needs an absolute directory
+    for files in (CLUSTER_FILES, LOADTEST_FILES):
+        args = [arg for file in files for arg in ("-c", file)]
+        done = subprocess.run(["docker", "stack", "config", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+def test_the_services_run_with_the_declared_rolling_update(stack: SwarmStack) -> None:
+    worker = stack.spec("worker")
+    update: dict[str, Any] = worker["UpdateConfig"]
+    assert (update["Order"], update["Parallelism"], update["FailureAction"]) == ("start-first", 1, "rollback")
+    assert update["Monitor"] >= 10 * SECOND
+    rollback: dict[str, Any] = worker["RollbackConfig"]
+    assert (rollback["Order"], rollback["Parallelism"]) == ("start-first", 1)
+    task: dict[str, Any] = worker["TaskTemplate"]
+    assert task["ContainerSpec"]["StopGracePeriod"] == 30 * SECOND
+    assert worker["EndpointSpec"] == {"Mode": "dnsrr"}
+    lb: dict[str, Any] = stack.spec("lb")["EndpointSpec"]
+    assert [(p["PublishMode"], p["TargetPort"]) for p in lb["Ports"]] == [("host", 8080)]
+
+
+def test_the_workers_keep_the_images_health_check_with_more_patience(
+    stack: SwarmStack, engine: docker.DockerClient
+) -> None:
+    task = next(t for t in stack.tasks("worker") if t.running)
+    container = engine.containers.get(task.container_id)
+    check = container.attrs["Config"]["Healthcheck"]
+    assert "/readyz" in " ".join(check["Test"]), "the image's own check, merged in"
+    assert (check["Timeout"], check["Retries"]) == (5 * SECOND, 5)
+    assert container.attrs["State"]["Health"]["Status"] == "healthy"
+
+
+def test_the_proxy_found_every_worker_through_tasks_dns_and_spreads_calls(
+    stack: SwarmStack, lb_url: str, token: str
+) -> None:
+    listing = backends(lb_url)
+    assert len(listing) == 3
+    assert {b["source"] for b in listing} == {"dns"}
+    seen = set()
+    with Client(f"{lb_url}/mcp", ScriptedInputs(forms=dict(LOGINS)), token=token) as client:
+        done = client.call_tool("link_accounts")
+        assert done.structured == {"linked": {"github_login": "octocat", "google_login": "octo"}}
+        for n in range(9):
+            seen.add(client.call_tool("echo", {"text": str(n)}).trace.hops[-1].instance)
+    assert len(seen) == 3
+
+
+def test_without_a_token_the_stack_refuses(lb_url: str) -> None:
+    with Client(f"{lb_url}/mcp") as client, pytest.raises(AuthenticationFailed) as caught:
+        client.call_tool("echo", {"text": "let me in"})
+    assert caught.value.http_status == 401
+
+
+def test_scaling_the_service_is_followed_by_the_proxy_without_a_restart(
+    stack: SwarmStack, lb_url: str, engine: docker.DockerClient
+) -> None:
+    proxy = next(t for t in stack.tasks("lb") if t.running)
+    since = int(time.time())
+    stack.scale("worker", 4)
+    poll(lambda: in_rotation(lb_url) == 4, "four workers in the proxy's rotation", timeout=120)
+    fourth = next(t for t in stack.tasks("worker") if t.running and t.slot == 4)
+    stack.scale("worker", 3)
+    poll(lambda: in_rotation(lb_url) == 3 and len(backends(lb_url)) == 3, "three workers again", timeout=120)
+    stack.wait_converged("worker")
+    assert next(t for t in stack.tasks("lb") if t.running).id == proxy.id, "the proxy must not have been replaced"
+    # The swarm forgets a task scaled away; the engine's events still tell how its container ended.
+    exits: list[str] = []
+
+    def died() -> bool:
+        filters = {"container": fourth.container_id, "event": "die"}
+        events = engine.events(since=since, until=int(time.time()) + 1, filters=filters, decode=True)
+        exits[:] = [event["Actor"]["Attributes"]["exitCode"] for event in events]
+        return bool(exits)
+
+    poll(died, "the task scaled away to exit", timeout=60)
+    assert exits == ["0"], "the task scaled away drained and exited by itself"
+
+
+def test_a_rolling_update_under_distributed_locust_loses_nothing(
+    stack: SwarmStack, image_ids: dict[str, str], out_dir: Path
+) -> None:
+    rollback = os.environ.get("MRTR_SWARM_ROLLBACK") == "1"
+    v1, v2 = image_ids["MRTR_WORKER_IMAGE"], image_ids["MRTR_WORKER_V2_IMAGE"]
+    code, summary = run(stack, out_dir, v2, Options(rollback=rollback))
+    assert json.loads((out_dir / "summary.json").read_text()) == summary
+    assert summary["requests"] > 0
+    assert summary["failures"] == 0
+    assert summary["wrong_answers"] == 0
+    assert summary["reasked_questions"] == 0
+    assert summary["requests_both_versions"] > 0
+    assert summary["completed_by_version"].get("2", 0) > 0
+    passes = summary["swarm"]["passes"]
+    assert passes["update v1->v2"]["state"] == "completed"
+    assert passes["update v1->v2"]["old_exit_codes"] == [0, 0, 0]
+    if rollback:
+        assert passes["rollback v2->v1"]["state"] == "rollback_completed"
+        assert passes["rollback v2->v1"]["old_exit_codes"] == [0, 0, 0]
+    assert summary["swarm"]["final_image"] == (v1 if rollback else v2)
+    assert code == 0, summary

@@ -1,0 +1,60 @@
+"""`scripts/rolling-upgrade` against a running `scripts/cluster`, as an operator would run them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mrtr_client import Client, ScriptedInputs
+
+
+@pytest.fixture
+def running_cluster(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    url_file = tmp_path / "url"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mrtr_ops.local", "--port", "0", "--workers", "2", "--work-dir", str(tmp_path),
+         "--url-file", str(url_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not url_file.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert url_file.exists(), "the cluster did not come up"
+    yield tmp_path, url_file.read_text()
+    process.terminate()
+    assert process.wait(60) == 0, "the cluster should stop cleanly on SIGTERM"
+
+
+def _fleet_versions(work_dir: Path) -> list[int]:
+    fleet = httpx.get(f"{(work_dir / 'control.url').read_text()}/fleet").json()
+    return sorted(w["version"] for w in fleet["workers"])
+
+
+def test_upgrade_then_rollback_through_the_cli(running_cluster: tuple[Path, str]) -> None:
+    work_dir, mcp_url = running_cluster
+    upgrade = [sys.executable, "-m", "mrtr_ops.upgrade.rolling", "--work-dir", str(work_dir), "--state-ttl", "1"]
+    done = subprocess.run([*upgrade, "--steps-file", str(work_dir / "steps.json")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "retire-key" in done.stdout
+    assert _fleet_versions(work_dir) == [2, 2]
+    with Client(mcp_url, ScriptedInputs()) as client:
+        linked = client.call_tool("link_accounts").structured["linked"]
+    assert set(linked) == {"github_login", "google_login", "microsoft_login"}  # v2 asks for Microsoft too
+
+    back = subprocess.run([*upgrade, "--rollback"], capture_output=True, text=True)
+    assert back.returncode == 0, back.stderr
+    assert _fleet_versions(work_dir) == [1, 1]
+
+
+def test_the_cli_says_when_no_cluster_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mrtr_ops.upgrade.rolling", "--work-dir", str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "no running local cluster" in done.stderr
