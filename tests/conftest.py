@@ -17,10 +17,10 @@ _instance_numbers = itertools.count(1)
 
 # The compose end-to-end checks need a running compose cluster; `scripts/compose-e2e` starts one
 # and runs them. The ordinary test run does not collect them (it neither runs nor skips them).
-collect_ignore = [] if os.environ.get("MRTR_COMPOSE_E2E") == "1" else ["compose"]
+collect_ignore = [] if os.environ.get("MRTR_COMPOSE_E2E") == "1" else ["e2e/compose"]
 # Likewise the swarm end-to-end checks: `scripts/swarm-e2e` joins a swarm and runs them.
 if os.environ.get("MRTR_SWARM_E2E") != "1":
-    collect_ignore.append("swarm")
+    collect_ignore.append("e2e/swarm")
 
 
 @pytest.fixture(scope="session")

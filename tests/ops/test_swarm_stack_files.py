@@ -131,7 +131,7 @@ def test_locust_runs_distributed_with_the_issuers_private_key(base: dict[str, An
 
 
 def test_the_headless_run_writes_one_events_file_per_locust_worker() -> None:
-    headless = load("tests/swarm/locust-headless.yaml")
+    headless = load("tests/e2e/swarm/locust-headless.yaml")
     assert (
         headless["services"]["locust-worker"]["environment"]["MRTR_LOCUST_EVENTS"] == "/out/events-{{.Task.Slot}}.jsonl"
     )

@@ -5,7 +5,7 @@ Rendering is the real kustomize, as built into the official `kubectl` (installed
 would send. Validation uses the Kubernetes OpenAPI schemas that the `kubernetes-validate`
 package ships for one Kubernetes version, strictly: an unknown field is an error, and so is a
 kind without a schema (the library itself only warns about those).
-`scripts/k8s-validate` runs `main`; the tests in `tests/deploy` use the same functions.
+`scripts/k8s-validate` runs `main`; the tests in `tests/ops/k8s` use the same functions.
 """
 
 from __future__ import annotations

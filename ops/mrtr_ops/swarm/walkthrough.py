@@ -1,10 +1,10 @@
 """The rolling upgrade on Docker Swarm, done by the swarm's own rolling update, under distributed Locust load.
 
-    python -m mrtr_ops.swarm [--stack NAME] [--port P] [--out DIR] [--rollback] [--keep]
+    python -m mrtr_ops.swarm [--stack NAME] [--port P] [--out DIR] [--rollback] [--keep]   (`__main__.py`)
 
 Deploys the stack (compose.yaml + compose.swarm.yaml: the proxy and three v1
 workers), adds the Locust master and workers as services of the same stack
-(compose.swarm-loadtest.yaml + tests/swarm/locust-headless.yaml, the full
+(compose.swarm-loadtest.yaml + tests/e2e/swarm/locust-headless.yaml, the full
 suite, headless, bounded), and while they run: `docker service update --image
 <v2> <stack>_worker` (one replica at a time, start-first; the replaced task
 drains and exits), optionally `docker service rollback`. The report is the
@@ -19,7 +19,6 @@ images (`scripts/build-images`); `scripts/swarm-e2e` does both.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import dataclass
@@ -30,13 +29,15 @@ import docker
 import httpx
 
 from mrtr_ops.paths import project_root
-from mrtr_ops.swarm.stack import SwarmStack, image_id, poll, port_taken, swarm_state
+from mrtr_ops.lb_admin import LbAdmin
+from mrtr_ops.swarm.stack import POLL_SECONDS, SwarmStack, image_id
 from mrtr_ops.swarm.tasks import Task, UpdateStatus, replacements
 from mrtr_ops.upgrade.rolling import Step, step_record
 from mrtr_ops.walkthrough.report import Inputs, load_events, verdict, write_report
+from mrtr_ops.waiting import wait_until
 
 CLUSTER_FILES = ("compose.yaml", "compose.swarm.yaml")
-LOADTEST_FILES = (*CLUSTER_FILES, "compose.swarm-loadtest.yaml", "tests/swarm/locust-headless.yaml")
+LOADTEST_FILES = (*CLUSTER_FILES, "compose.swarm-loadtest.yaml", "tests/e2e/swarm/locust-headless.yaml")
 LOCUST_SERVICES = ("locust-master", "locust-worker")
 
 PASS_CAP_SECONDS = 150
@@ -76,16 +77,13 @@ def images(engine: docker.DockerClient) -> dict[str, str]:
     }
 
 
-def backends(url: str) -> list[dict[str, Any]]:
-    try:
-        listing: list[dict[str, Any]] = httpx.get(f"{url}/lb/backends", timeout=5).json()
-    except (httpx.HTTPError, ValueError):
-        return []
-    return listing
-
-
 def in_rotation(url: str) -> int:
-    return sum(1 for b in backends(url) if b["healthy"] and not b["drained"])
+    """How many workers the proxy at `url` has in rotation (0 while it does not answer yet)."""
+    try:
+        with LbAdmin(url) as lb:
+            return len(lb.rotation())
+    except (httpx.HTTPError, ValueError):
+        return 0
 
 
 def deploy_cluster(stack: SwarmStack, url: str, timeout: float = 180.0) -> None:
@@ -94,7 +92,12 @@ def deploy_cluster(stack: SwarmStack, url: str, timeout: float = 180.0) -> None:
     stack.wait_converged("worker", timeout)
     stack.wait_converged("lb", timeout)
     replicas = stack.replicas("worker")
-    poll(lambda: in_rotation(url) == replicas, f"{replicas} workers in the proxy's rotation at {url}", timeout)
+    wait_until(
+        lambda: in_rotation(url) == replicas,
+        timeout=timeout,
+        interval=POLL_SECONDS,
+        what=f"{replicas} workers in the proxy's rotation at {url}",
+    )
 
 
 def _prepare_out(out: Path) -> Path:
@@ -186,7 +189,9 @@ def run(stack: SwarmStack, out: Path, new_image: str, options: Options) -> tuple
     print(f"swarm-walkthrough: Locust ({options.locust_workers} workers, {options.users} users, "
           f"at most {options.run_time} s) as services of stack {stack.name}", flush=True)  # fmt: skip
     stack.deploy(*LOADTEST_FILES)
-    poll(lambda: _count_lines(out) >= 10, "the first requests of the load", timeout=120)
+    wait_until(
+        lambda: _count_lines(out) >= 10, timeout=120, interval=POLL_SECONDS, what="the first requests of the load"
+    )
     traffic = time.time()
     print(f"  {traffic - started:6.1f} s  load flowing on version 1", flush=True)
     time.sleep(max(0.0, traffic + options.warmup - time.time()))  # v1 alone for a while, for the picture
@@ -236,36 +241,3 @@ def run(stack: SwarmStack, out: Path, new_image: str, options: Options) -> tuple
     print(f"swarm-walkthrough: report in {out}/ ({'OK' if not problems else 'PROBLEMS: ' + '; '.join(problems)})")
     return (1 if problems else 0), summary
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mrtr_ops.swarm", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stack", default="mrtr-walkthrough", help="stack name (default mrtr-walkthrough)")
-    parser.add_argument("--port", type=int, default=8080, help="the proxy's port on this node (default 8080)")
-    parser.add_argument("--locust-port", type=int, default=8089, help="the Locust master's port (default 8089)")
-    parser.add_argument("--out", type=Path, default=Path("reports/swarm-walkthrough"), help="report directory")
-    parser.add_argument("--users", type=int, default=8, help="Locust users (default 8)")
-    parser.add_argument("--rollback", action="store_true", help="after the update, `docker service rollback` too")
-    parser.add_argument("--keep", action="store_true", help="leave the stack running at the end")
-    args = parser.parse_args(argv)
-
-    engine = docker.from_env()
-    if swarm_state(engine) != "active":
-        print("swarm-walkthrough: this engine is in no swarm; `docker swarm init --advertise-addr 127.0.0.1` first")
-        return 2
-    ids = images(engine)
-    new_image = ids.pop("MRTR_WORKER_V2_IMAGE")
-    env = {**ids, "MRTR_PORT": str(args.port), "MRTR_LOCUST_PORT": str(args.locust_port), "MRTR_MAX_SLICE_MS": "500"}
-    stack = SwarmStack(args.stack, project_root(), env, engine)
-    url = f"http://127.0.0.1:{args.port}"
-    stack.remove()  # a fresh fleet of v1 workers every run
-    if taken := [port for port in (args.port, args.locust_port) if port_taken(port)]:
-        print(f"swarm-walkthrough: ports {taken} are taken on this machine; pick others (--port, --locust-port)")
-        return 2
-    try:
-        deploy_cluster(stack, url)
-        print(f"swarm-walkthrough: stack {stack.name}: {stack.replicas('worker')} v1 workers behind {url}", flush=True)
-        code, _ = run(stack, args.out, new_image, Options(users=args.users, rollback=args.rollback))
-        return code
-    finally:
-        if not args.keep:
-            stack.remove()
