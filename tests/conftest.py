@@ -22,6 +22,19 @@ collect_ignore = [] if os.environ.get("MRTR_COMPOSE_E2E") == "1" else ["e2e/comp
 if os.environ.get("MRTR_SWARM_E2E") != "1":
     collect_ignore.append("e2e/swarm")
 
+PROCESS_FIXTURES = frozenset({"start_worker", "make_cluster", "target"})
+"""Fixtures that start real worker, proxy or cluster processes: a test that uses one is `slow`.
+
+`pytest -m "not slow"` is the inner loop (unit tests, in-process proxies, manifests: seconds);
+tests that start processes some other way carry `pytest.mark.slow` themselves.
+"""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def keyring(tmp_path_factory: pytest.TempPathFactory) -> KeyRing:
