@@ -29,12 +29,13 @@ from typing import Any
 from mrtr_client import _wire
 from mrtr_client.errors import AuthenticationFailed, ProtocolViolation, RetryBudgetExhausted, RoundsExceeded, RpcError
 from mrtr_client.trace import CallResult, CallTrace, Hop, Question
+from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
+from mrtr_protocol.rounds import COMPLETE, ERROR, RETRYABLE_STATUSES, TRANSPORT, end_reason, round_hint
+from mrtr_protocol.wire import encode_request, request_headers, request_meta
 
-ROUND_META_KEY = "mrtr-cluster.dev/round"
-"""The worker fleet's vendor hint: why a round ended and how long to wait before retrying."""
-
-RETRYABLE_STATUSES = frozenset({502, 503, 504})
 AUTH_STATUSES = frozenset({401, 403})
+_WORKER_ID, _WORKER_VERSION = WORKER_ID_HEADER.lower(), WORKER_VERSION_HEADER.lower()
+"""Lower case: a `Reply` may carry a plain dict of lower-cased headers, not only httpx's case-blind ones."""
 
 
 @dataclass(frozen=True)
@@ -111,15 +112,15 @@ def mrtr_loop(
     rounds = failures = restarts = 0
     while True:
         request_id = next(ids)
-        call_params: dict[str, Any] = {**params, "_meta": _wire.request_meta(capabilities)}
+        call_params: dict[str, Any] = {**params, "_meta": request_meta(capabilities, _wire.CLIENT_INFO)}
         if responses is not None:
             call_params["inputResponses"] = responses
         if state is not None:
             call_params["requestState"] = state
         outcome = yield Send(
             request_id,
-            _wire.encode_request(request_id, method, call_params),
-            _wire.request_headers(method, call_params, extra_headers),
+            encode_request(request_id, method, call_params),
+            request_headers(method, call_params, extra_headers),
         )
         if isinstance(outcome, Failure) or outcome.status in RETRYABLE_STATUSES:
             failures += 1
@@ -132,10 +133,9 @@ def mrtr_loop(
         if outcome.status in AUTH_STATUSES:
             raise AuthenticationFailed(outcome.status, _auth_problem(outcome))
         message = _parse(outcome, request_id)
-        hint = _round_hint(message)
         if "error" in message:
             error = _rpc_error(message["error"], outcome.status)
-            trace.hops.append(_hop(outcome, "error", state, detail=error.message))
+            trace.hops.append(_hop(outcome, ERROR, state, detail=error.message))
             if error.restart_advised and state is not None and policy.restart_unreadable_state and restarts == 0:
                 restarts += 1
                 state, responses = None, None
@@ -144,9 +144,9 @@ def mrtr_loop(
         result = message.get("result")
         if not isinstance(result, dict):
             raise ProtocolViolation("response has neither result nor error")
-        result_type = result.get("resultType", "complete")  # absent means complete (earlier protocol versions)
-        if result_type == "complete":
-            trace.hops.append(_hop(outcome, "complete", None))
+        result_type = result.get("resultType", COMPLETE)  # absent means complete (earlier protocol versions)
+        if result_type == COMPLETE:
+            trace.hops.append(_hop(outcome, COMPLETE, None))
             return CallResult(result=result, trace=trace)
         if result_type != "input_required":
             raise ProtocolViolation(f"unknown resultType {result_type!r}")
@@ -159,13 +159,13 @@ def mrtr_loop(
         if not state and not requests:
             raise ProtocolViolation("input_required without inputRequests or requestState")
         _check_round_limits(state, requests, policy)
-        trace.hops.append(_hop(outcome, str(hint.get("reason", "input")), state))
+        trace.hops.append(_hop(outcome, end_reason(result), state))
         if requests:
             trace.questions.extend(Question(key, str(req.get("method")), rounds) for key, req in requests.items())
             responses = yield Ask(requests)
         else:
             responses = None
-            delay_ms = hint.get("retryAfterMs")
+            delay_ms = (round_hint(result) or {}).get("retryAfterMs")
             if isinstance(delay_ms, int | float) and delay_ms > 0:
                 yield Sleep(min(policy.max_hint_delay, delay_ms / 1000))
 
@@ -207,17 +207,10 @@ def _rpc_error(error: Any, http_status: int) -> RpcError:
     )
 
 
-def _round_hint(message: Mapping[str, Any]) -> Mapping[str, Any]:
-    result = message.get("result")
-    meta = result.get("_meta") if isinstance(result, dict) else None
-    hint = meta.get(ROUND_META_KEY) if isinstance(meta, dict) else None
-    return hint if isinstance(hint, dict) else {}
-
-
 def _hop(reply: Reply, reason: str, state: str | None, *, detail: str | None = None) -> Hop:
     return Hop(
-        instance=reply.headers.get("x-worker-id"),
-        version=reply.headers.get("x-worker-version"),
+        instance=reply.headers.get(_WORKER_ID),
+        version=reply.headers.get(_WORKER_VERSION),
         reason=reason,
         http_status=reply.status,
         elapsed_ms=reply.elapsed_ms,
@@ -228,11 +221,11 @@ def _hop(reply: Reply, reason: str, state: str | None, *, detail: str | None = N
 
 def _transport_hop(outcome: Reply | Failure) -> Hop:
     if isinstance(outcome, Failure):
-        return Hop(None, None, "transport", None, outcome.elapsed_ms, detail=outcome.problem)
+        return Hop(None, None, TRANSPORT, None, outcome.elapsed_ms, detail=outcome.problem)
     return Hop(
-        outcome.headers.get("x-worker-id"),
-        outcome.headers.get("x-worker-version"),
-        "transport",
+        outcome.headers.get(_WORKER_ID),
+        outcome.headers.get(_WORKER_VERSION),
+        TRANSPORT,
         outcome.status,
         outcome.elapsed_ms,
         detail=f"HTTP {outcome.status}",

@@ -15,25 +15,36 @@ EVENT_STREAM = "text/event-stream"
 
 
 def event_data(text: str) -> list[str]:
-    """The `data` of each event in an event-stream text (multi-line data joined by newlines)."""
+    """The `data` of each event in an event-stream text, in order.
+
+    Events end at a blank line (LF, CRLF or CR line ends); an event's `data:`
+    lines are joined by newlines, one space after the colon is dropped, and
+    comments (`:`) and other fields (`event:`, `id:`, `retry:`) are ignored.
+    An event without data yields nothing.
+    """
     found = []
     for event in text.replace("\r\n", "\n").replace("\r", "\n").split("\n\n"):
-        lines = [line[5:] for line in event.split("\n") if line.startswith("data:")]
+        lines = [_field_value(line) for line in event.split("\n") if line == "data" or line.startswith("data:")]
         if lines:
-            found.append("\n".join(line[1:] if line.startswith(" ") else line for line in lines))
+            found.append("\n".join(lines))
     return found
+
+
+def _field_value(line: str) -> str:
+    value = line.partition(":")[2]
+    return value[1:] if value.startswith(" ") else value
 
 
 def messages(content_type: str, body: bytes | str) -> list[dict[str, Any]]:
     """Every JSON object in a reply: the body itself, or each event's data (unparseable events are skipped).
 
-    Raises `ValueError` when a JSON body is not JSON.
+    Raises `ValueError` when a JSON body is not JSON (invalid UTF-8 included).
     """
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     if EVENT_STREAM not in content_type:
-        parsed = json.loads(text)
+        parsed = json.loads(body)
         return [parsed] if isinstance(parsed, dict) else []
     found = []
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     for data in event_data(text):
         try:
             parsed = json.loads(data)

@@ -6,10 +6,15 @@ import json
 from typing import Any
 
 import pytest
+from mcp.shared.inbound import decode_header_value
+from mcp_types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from mrtr_client import ProtocolViolation, RetryBudgetExhausted, RetryPolicy, RoundsExceeded, RpcError
 from mrtr_client._loop import Ask, Failure, Loop, Reply, Send, Sleep, mrtr_loop, new_id_source
 from mrtr_client.trace import CallResult
+from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
+from mrtr_protocol.rounds import COMPLETE, ERROR, ROUND_META_KEY, TRANSPORT, EndOfRound
+from mrtr_protocol.wire import PROTOCOL_VERSION
 
 STATE = "v1.opaque+/=state with spaces"  # byte-exact echo, whatever it contains
 
@@ -27,7 +32,7 @@ def _reply(
         message["error"] = error
     else:
         message["result"] = result
-    headers = {"content-type": "application/json", "x-worker-id": worker, "x-worker-version": "1"}
+    headers = {"content-type": "application/json", WORKER_ID_HEADER.lower(): worker, WORKER_VERSION_HEADER.lower(): "1"}
     return Reply(status, headers, json.dumps(message).encode(), 1.0)
 
 
@@ -71,10 +76,10 @@ def test_retries_have_new_ids_echo_state_exactly_and_carry_answers() -> None:
     assert retry["params"]["inputResponses"] == {"q": {"action": "accept", "content": {}}}
     assert retry["params"]["name"] == "t"
     assert retry["params"]["arguments"] == {"x": 1}
-    assert retry["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert retry["params"]["_meta"][PROTOCOL_VERSION_META_KEY] == PROTOCOL_VERSION
     done = d.answer(_reply(retry["id"], {"resultType": "complete", "content": []}))
     assert done is not None
-    assert [h.reason for h in done.trace.hops] == ["input", "complete"]
+    assert [h.reason for h in done.trace.hops] == [EndOfRound.INPUT, COMPLETE]
 
 
 def test_no_state_is_sent_when_none_was_given() -> None:
@@ -89,7 +94,7 @@ def test_no_state_is_sent_when_none_was_given() -> None:
 def test_a_state_only_round_is_retried_at_once_honouring_the_hint() -> None:
     d = Driver()
     first = d.expect_send()
-    hint = {"mrtr-cluster.dev/round": {"reason": "pressure", "retryAfterMs": 20}}
+    hint = {ROUND_META_KEY: {"reason": EndOfRound.PRESSURE.value, "retryAfterMs": 20}}
     d.answer(_reply(first["id"], {"resultType": "input_required", "requestState": STATE, "_meta": hint}))
     assert isinstance(d.step, Sleep)
     assert d.step.seconds == pytest.approx(0.02)
@@ -102,7 +107,7 @@ def test_a_state_only_round_is_retried_at_once_honouring_the_hint() -> None:
 def test_a_hint_is_capped() -> None:
     d = Driver(RetryPolicy(max_hint_delay=0.5))
     first = d.expect_send()
-    hint = {"mrtr-cluster.dev/round": {"reason": "admission", "retryAfterMs": 999_999}}
+    hint = {ROUND_META_KEY: {"reason": EndOfRound.ADMISSION.value, "retryAfterMs": 999_999}}
     d.answer(_reply(first["id"], {"resultType": "input_required", "requestState": STATE, "_meta": hint}))
     assert isinstance(d.step, Sleep)
     assert d.step.seconds == 0.5
@@ -124,7 +129,7 @@ def test_undelivered_requests_are_resent_with_the_last_state() -> None:
     assert last["params"]["requestState"] == STATE
     done = d.answer(_reply(last["id"], {"resultType": "complete", "content": []}, worker="w2"))
     assert done is not None
-    assert [h.reason for h in done.trace.hops] == ["input", "transport", "transport", "complete"]
+    assert [h.reason for h in done.trace.hops] == [EndOfRound.INPUT, TRANSPORT, TRANSPORT, COMPLETE]
     assert done.trace.instances == ["w1", "w2"]
 
 
@@ -217,3 +222,67 @@ def test_an_event_stream_reply_is_read_to_its_final_message() -> None:
     done = d.answer(Reply(200, {"content-type": "text/event-stream"}, body, 1.0))
     assert done is not None
     assert done.result["resultType"] == "complete"
+
+
+def test_each_hop_is_named_by_the_hint_and_no_hint_means_input() -> None:
+    restart = {"code": -32602, "message": "start again", "data": {"restart": True}}
+    d = Driver()
+    first = d.expect_send()
+    hint = {ROUND_META_KEY: {"reason": EndOfRound.SLICE.value, "hops": 1}}
+    d.answer(_reply(first["id"], {"resultType": "input_required", "requestState": STATE, "_meta": hint}))
+    second = d.expect_send()
+    d.answer(_reply(second["id"], {"resultType": "input_required", "requestState": STATE}))
+    third = d.expect_send()
+    d.answer(_reply(third["id"], error=restart, status=400))
+    fresh = d.expect_send()
+    done = d.answer(_reply(fresh["id"], {"resultType": "complete", "content": []}))
+    assert done is not None
+    assert [h.reason for h in done.trace.hops] == [EndOfRound.SLICE, EndOfRound.INPUT, ERROR, COMPLETE]
+
+
+@pytest.mark.parametrize("name", ["plain", " edge spaces ", "caf\u00e9 \u2603", "=?base64?aGk=?="])
+def test_the_name_header_is_the_sdks_encoding_and_meta_names_the_client(name: str) -> None:
+    loop = mrtr_loop("tools/call", {"name": name, "arguments": {}}, {}, new_id_source(), RetryPolicy())
+    send = next(loop)
+    assert isinstance(send, Send)
+    assert send.headers["MCP-Protocol-Version"] == PROTOCOL_VERSION
+    assert send.headers["Mcp-Method"] == "tools/call"
+    assert send.headers["Mcp-Name"].isascii()
+    assert decode_header_value(send.headers["Mcp-Name"]) == name
+    assert json.loads(send.body)["params"]["_meta"][CLIENT_INFO_META_KEY]["name"] == "mrtr-client"
+
+
+def test_a_json_error_without_an_id_is_still_the_answer() -> None:
+    d = Driver()
+    d.expect_send()
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}).encode()
+    with pytest.raises(RpcError) as caught:
+        d.answer(Reply(400, {"content-type": "application/json"}, body, 1.0))
+    assert caught.value.code == -32700
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "problem"),
+    [
+        ("application/json", b"<html>bad gateway</html>", "HTTP 200: response is not JSON"),
+        ("application/json", b'"\xff\xfe"', "HTTP 200: response is not JSON"),
+        ("application/json", b"[1, 2]", "HTTP 200: response is not a JSON-RPC object"),
+        ("text/event-stream", b"data: not json\n\n", "without a response to request 1"),
+        ("text/event-stream", b'data: {"jsonrpc": "2.0", "id": 99, "result": {}}\n\n', "without a response"),
+    ],
+)
+def test_an_unreadable_reply_is_a_protocol_violation(content_type: str, body: bytes, problem: str) -> None:
+    d = Driver()
+    d.expect_send()
+    with pytest.raises(ProtocolViolation, match=problem):
+        d.answer(Reply(200, {"content-type": content_type}, body, 1.0))
+
+
+def test_an_event_stream_is_read_whatever_its_line_ends_and_comments() -> None:
+    d = Driver()
+    first = d.expect_send()
+    final = json.dumps({"jsonrpc": "2.0", "id": first["id"], "result": {"content": []}})
+    body = f": keep-alive\r\nevent: message\r\ndata: {final[:10]}\r\ndata:{final[10:]}\r\n\r\n".encode()
+    done = d.answer(Reply(200, {"content-type": "text/event-stream; charset=utf-8"}, body, 1.0))
+    assert done is not None
+    assert done.result == {"content": []}

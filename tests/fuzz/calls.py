@@ -12,7 +12,7 @@ from typing import Any
 
 from mcp.shared.inbound import encode_header_value
 
-from tests.support.wire import NAME_PARAM, PROTOCOL_VERSION
+from mrtr_protocol.wire import JSON_AND_EVENT_STREAM, NAMED_METHODS, PROTOCOL_VERSION, request_meta
 
 ELICIT: dict[str, Any] = {"elicitation": {}}
 FORM_AND_URL: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
@@ -38,10 +38,7 @@ class Call:
 
 
 def envelope(capabilities: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    }
+    return request_meta(capabilities)
 
 
 def _tool(label: str, name: str, arguments: dict[str, Any], caps: dict[str, Any], **more: Any) -> Call:
@@ -86,7 +83,7 @@ def headers_for(message: Any) -> list[tuple[str, bytes]]:
     """The headers a correct client sends with `message` (as far as it is a request at all)."""
     headers = [
         ("Content-Type", b"application/json"),
-        ("Accept", b"application/json, text/event-stream"),
+        ("Accept", JSON_AND_EVENT_STREAM.encode()),
         ("MCP-Protocol-Version", PROTOCOL_VERSION.encode()),
     ]
     if not isinstance(message, dict):
@@ -95,8 +92,8 @@ def headers_for(message: Any) -> list[tuple[str, bytes]]:
     if isinstance(method, str):
         headers.append(("Mcp-Method", header_text(method)))
     params = message.get("params")
-    if isinstance(method, str) and method in NAME_PARAM and isinstance(params, dict):
-        name = params.get(NAME_PARAM[method], "")
+    if isinstance(method, str) and method in NAMED_METHODS and isinstance(params, dict):
+        name = params.get(NAMED_METHODS[method], "")
         headers.append(("Mcp-Name", header_text(name if isinstance(name, str) else str(name))))
     return headers
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from mrtr_ops.local.process import ManagedProcess, WorkerSpec
+from mrtr_protocol.metrics import MetricsPage
 from tests.fuzz.calls import Call, envelope, headers_for
 from tests.fuzz.oracle import Sent, Verdict, judge
 from tests.support.wire import McpHttp
@@ -95,13 +95,8 @@ class FuzzTarget:
 
     def rejections(self) -> dict[str, float]:
         """`mrtr_worker_state_rejections_total` by reason."""
-        text = self.mcp.http.get(f"{self.spec.url}/metrics").text
-        counted: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == REJECTIONS:
-                    counted[sample.labels["reason"]] = sample.value
-        return counted
+        page = MetricsPage.parse(self.mcp.http.get(f"{self.spec.url}/metrics").text)
+        return page.by_label(REJECTIONS, "reason")
 
 
 def rejections_added(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

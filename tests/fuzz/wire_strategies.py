@@ -17,8 +17,10 @@ import json
 from typing import Any
 
 from hypothesis import strategies as st
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from mrtr_protocol.wire import PROTOCOL_VERSION
 from tests.fuzz.calls import VALID_CALLS, Call, headers_for
 from tests.fuzz.jsontext import RAW_TOKENS, DupObject, Raw, to_json
 from tests.fuzz.oracle import Sent
@@ -94,8 +96,8 @@ MEMBER_NAMES = (
     "cursor",
     "requestState",
     "inputResponses",
-    "io.modelcontextprotocol/protocolVersion",
-    "io.modelcontextprotocol/clientCapabilities",
+    PROTOCOL_VERSION_META_KEY,
+    CLIENT_CAPABILITIES_META_KEY,
     "elicitation",
     "sampling",
     "roots",
@@ -288,7 +290,15 @@ header_values = st.text(
 ).map(lambda s: (s.strip() or "x").encode("latin-1"))
 """Header values HTTP can carry (latin-1, no control characters, no edge whitespace)."""
 
-PROTOCOL_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, "2026-07-28", "2099-01-01", "2026-07-27", "DRAFT-2026-v1", "0", "")
+PROTOCOL_VERSIONS = (
+    *HANDSHAKE_PROTOCOL_VERSIONS,
+    PROTOCOL_VERSION,
+    "2099-01-01",
+    "2026-07-27",
+    "DRAFT-2026-v1",
+    "0",
+    "",
+)
 CONTENT_TYPES = (
     "application/json",
     "application/json; charset=utf-8",

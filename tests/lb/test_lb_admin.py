@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
+
+from mrtr_protocol.metrics import MetricsPage
 
 from .standin import MakeBackend, MakeLB, backend_states, jsonrpc_body, wait_until
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
 
 
 async def test_metrics_have_per_backend_counters(
@@ -28,15 +21,14 @@ async def test_metrics_have_per_backend_counters(
     async with client.get(f"{lb.url}/lb/metrics") as resp:
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("text/plain")
-        got = samples(await resp.text())
+        got = MetricsPage.parse(await resp.text())
 
-    for backend in (a, b):
-        label = (("backend", backend.url),)
-        assert got[("mrtr_lb_backend_requests_total", label)] == 2
-        assert got[("mrtr_lb_backend_in_flight", label)] == 0
-        assert got[("mrtr_lb_backend_healthy", label)] == 1
-        assert got[("mrtr_lb_backend_drained", label)] == 0
-    assert got[("mrtr_lb_responses_total", (("code", "200"),))] == 4
+    urls = (a.url, b.url)
+    assert got.by_label("mrtr_lb_backend_requests_total", "backend") == dict.fromkeys(urls, 2)
+    assert got.by_label("mrtr_lb_backend_in_flight", "backend") == dict.fromkeys(urls, 0)
+    assert got.by_label("mrtr_lb_backend_healthy", "backend") == dict.fromkeys(urls, 1)
+    assert got.by_label("mrtr_lb_backend_drained", "backend") == dict.fromkeys(urls, 0)
+    assert got.value("mrtr_lb_responses_total", code="200") == 4
 
 
 async def test_metrics_count_errors_and_retries(
@@ -50,10 +42,10 @@ async def test_metrics_count_errors_and_retries(
             assert resp.status == 200
 
     async with client.get(f"{lb.url}/lb/metrics") as resp:
-        got = samples(await resp.text())
-    assert got[("mrtr_lb_backend_errors_total", (("backend", a.url), ("kind", "connect")))] == 1
-    assert got[("mrtr_lb_backend_retries_total", (("backend", a.url),))] == 1
-    assert got[("mrtr_lb_backend_requests_total", (("backend", b.url),))] == 2
+        got = MetricsPage.parse(await resp.text())
+    assert got.value("mrtr_lb_backend_errors_total", backend=a.url, kind="connect") == 1
+    assert got.value("mrtr_lb_backend_retries_total", backend=a.url) == 1
+    assert got.value("mrtr_lb_backend_requests_total", backend=b.url) == 2
 
 
 async def test_two_proxies_in_one_process_keep_separate_metrics(
@@ -64,8 +56,8 @@ async def test_two_proxies_in_one_process_keep_separate_metrics(
     async with client.post(f"{first.url}/mcp", data=jsonrpc_body()) as resp:
         await resp.read()
     async with client.get(f"{second.url}/lb/metrics") as resp:
-        got = samples(await resp.text())
-    assert got[("mrtr_lb_backend_requests_total", (("backend", a.url),))] == 0
+        got = MetricsPage.parse(await resp.text())
+    assert got.by_label("mrtr_lb_backend_requests_total", "backend") == {a.url: 0}
 
 
 async def test_lb_healthz_and_reserved_prefix(

@@ -5,35 +5,14 @@ Every JSON-RPC message that comes back is checked against the official schema.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from mrtr_protocol import events
+from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from tests.support.schema import check_server_message
-
-PROTOCOL_VERSION = "2026-07-28"
-NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-
-def meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities if capabilities is not None else {},
-    }
-
-
-def headers_for(method: str, params: dict[str, Any] | None) -> dict[str, str]:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": PROTOCOL_VERSION,
-        "Mcp-Method": method,
-    }
-    if method in NAME_PARAM and params is not None:
-        headers["Mcp-Name"] = str(params.get(NAME_PARAM[method], ""))
-    return headers
 
 
 @dataclass
@@ -80,9 +59,9 @@ class McpHttp:
         self.sent_ids.append(self._next_id)
         body_params = dict(params or {})
         if with_meta:
-            body_params.setdefault("_meta", meta(capabilities))
-        body = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": body_params}
-        return self.send(method, json.dumps(body).encode(), {**headers_for(method, body_params), **(headers or {})})
+            body_params.setdefault("_meta", request_meta(capabilities or {}))
+        body = encode_request(self._next_id, method, body_params)
+        return self.send(method, body, request_headers(method, body_params, headers))
 
     def send(self, method: str, body: bytes, headers: dict[str, str]) -> Exchange:
         response = self.http.post(self.url, content=body, headers=headers)
@@ -93,14 +72,14 @@ class McpHttp:
 
 
 def parse_body(response: httpx.Response) -> dict[str, Any]:
+    """The message a reply carries: a JSON body's object, or the last response on an event stream ({} if empty)."""
     if not response.content:
         return {}
-    if "text/event-stream" in response.headers.get("content-type", ""):
-        events = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
-        messages = [json.loads(e) for e in events if e]
-        finals = [m for m in messages if "result" in m or "error" in m]
-        assert finals, f"no response on the event stream: {response.text[:200]}"
-        last: dict[str, Any] = finals[-1]
-        return last
-    parsed: dict[str, Any] = response.json()
-    return parsed
+    content_type = response.headers.get("content-type", "")
+    if events.EVENT_STREAM in content_type:
+        final = events.response(content_type, response.content)
+        assert final is not None, f"no response on the event stream: {response.text[:200]}"
+        return final
+    found = events.messages(content_type, response.content)
+    assert found, f"the body is not a JSON object: {response.text[:200]}"
+    return found[0]

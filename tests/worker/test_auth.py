@@ -7,7 +7,6 @@ way an attacker or a misconfigured client would present them.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,9 @@ from mrtr_client import AuthenticationFailed, Client, ScriptedInputs
 from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_dev_issuer.issuer import main
 from mrtr_ops.local.process import WorkerSpec, sample_value
+from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from tests.conftest import McpTo, StartWorker
-from tests.support.wire import McpHttp, headers_for, meta
+from tests.support.wire import McpHttp
 
 ELICIT: dict[str, Any] = {"elicitation": {}}
 LINK = {"name": "link_accounts", "arguments": {}}
@@ -67,9 +67,9 @@ def _link(mcp: McpHttp, token: str | None, state: str | None = None, answers: An
 
 def _raw(spec: WorkerSpec, headers: dict[str, str]) -> httpx.Response:
     """A well-formed tools/list; only the credentials vary."""
-    params = {"_meta": meta()}
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params})
-    return httpx.post(f"{spec.url}/mcp", content=body, headers={**headers_for("tools/list", params), **headers})
+    params = {"_meta": request_meta({})}
+    body = encode_request(1, "tools/list", params)
+    return httpx.post(f"{spec.url}/mcp", content=body, headers=request_headers("tools/list", params, headers))
 
 
 def _wrong_tokens(issuer: DevIssuer) -> dict[str, str]:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from mrtr_ops.local.process import WorkerSpec
-from tests.support.wire import McpHttp, headers_for, meta
+from mrtr_protocol.wire import PROTOCOL_VERSION, encode_request, request_headers, request_meta
+from tests.support.wire import McpHttp
 
 ELICIT: dict[str, object] = {"elicitation": {}}
 
@@ -23,13 +24,13 @@ def mcp(worker: WorkerSpec) -> Iterator[McpHttp]:
 
 
 def test_malformed_json_is_a_parse_error(mcp: McpHttp) -> None:
-    ex = mcp.send("tools/list", b'{"jsonrpc": "2.0", "id": 1, "meth', headers_for("tools/list", {}))
+    ex = mcp.send("tools/list", b'{"jsonrpc": "2.0", "id": 1, "meth', request_headers("tools/list", {}))
     assert (ex.status, ex.error["code"]) == (400, -32700)
 
 
 @pytest.mark.parametrize("body", [b'{"jsonrpc":"2.0","id":1,"result":{}}', b"[1, 2]", b'"text"'])
 def test_a_body_that_is_not_a_request_is_invalid(mcp: McpHttp, body: bytes) -> None:
-    ex = mcp.send("tools/list", body, headers_for("tools/list", {}))
+    ex = mcp.send("tools/list", body, request_headers("tools/list", {}))
     assert (ex.status, ex.error["code"]) == (400, -32600)
 
 
@@ -45,7 +46,7 @@ def test_missing_meta_is_invalid_params(mcp: McpHttp) -> None:
 
 
 def test_meta_without_capabilities_is_invalid_params(mcp: McpHttp) -> None:
-    ex = mcp.call("tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
+    ex = mcp.call("tools/list", {"_meta": {PROTOCOL_VERSION_META_KEY: PROTOCOL_VERSION}})
     assert (ex.status, ex.error["code"]) == (400, -32602)
     assert "clientCapabilities" in ex.error["message"]
 
@@ -65,10 +66,10 @@ def test_a_header_that_disagrees_with_the_body_is_a_mismatch(
 
 
 def test_an_unsupported_protocol_version_lists_the_supported_ones(mcp: McpHttp) -> None:
-    meta = {"io.modelcontextprotocol/protocolVersion": "2099-01-01", "io.modelcontextprotocol/clientCapabilities": {}}
+    meta = {PROTOCOL_VERSION_META_KEY: "2099-01-01", CLIENT_CAPABILITIES_META_KEY: {}}
     ex = mcp.call("tools/list", {"_meta": meta}, headers={"MCP-Protocol-Version": "2099-01-01"})
     assert (ex.status, ex.error["code"]) == (400, -32022)
-    assert ex.error["data"] == {"supported": ["2026-07-28"], "requested": "2099-01-01"}
+    assert ex.error["data"] == {"supported": [PROTOCOL_VERSION], "requested": "2099-01-01"}
 
 
 def test_a_post_without_the_protocol_header_is_rejected_not_served_as_legacy(worker: WorkerSpec) -> None:
@@ -190,7 +191,7 @@ def test_an_answer_with_a_lone_surrogate_is_measured_not_an_internal_error(mcp: 
 
 
 def test_an_oversized_body_is_413_and_the_worker_stays_up(worker: WorkerSpec, mcp: McpHttp) -> None:
-    response = httpx.post(f"{worker.url}/mcp", content=b"x" * 2_000_000, headers=headers_for("tools/list", {}))
+    response = httpx.post(f"{worker.url}/mcp", content=b"x" * 2_000_000, headers=request_headers("tools/list", {}))
     assert response.status_code == 413
     assert mcp.call("tools/list", {}).status == 200
 
@@ -201,10 +202,10 @@ def test_an_oversized_body_is_413_and_the_worker_stays_up(worker: WorkerSpec, mc
 )
 def test_foreign_hosts_and_origins_are_refused(worker: WorkerSpec, header: str, value: str, status: int) -> None:
     """DNS rebinding and cross-origin browser requests never reach a tool."""
-    params = {"_meta": meta()}
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params})
+    params = {"_meta": request_meta({})}
+    body = encode_request(1, "tools/list", params)
     response = httpx.post(
-        f"{worker.url}/mcp", content=body, headers={**headers_for("tools/list", params), header: value}
+        f"{worker.url}/mcp", content=body, headers=request_headers("tools/list", params, {header: value})
     )
     assert response.status_code == status
     assert "tools" not in response.text

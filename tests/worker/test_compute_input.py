@@ -6,12 +6,12 @@ wire cannot say input_required, must not).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from mrtr_protocol import events
 from mrtr_worker.compute import hashchain
 from tests.conftest import StartWorker
 from tests.support.wire import McpHttp
@@ -50,6 +50,6 @@ def test_a_2025_era_call_runs_to_its_end_instead_of_an_input_required_it_cannot_
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": PRIMES}
     response = httpx.post(mcp.url, json=body, headers={**headers, "MCP-Protocol-Version": version}, timeout=30)
     assert response.status_code == 200
-    events = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-    message = json.loads(events[-1]) if events else response.json()
+    message = events.response(response.headers.get("content-type", ""), response.content)
+    assert message is not None, response.text[:300]
     assert message["result"]["structuredContent"] == {"count": 2262}, message

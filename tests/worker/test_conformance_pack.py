@@ -9,8 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
+from mrtr_protocol import events
+from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from tests.conftest import StartWorker
-from tests.support.wire import PROTOCOL_VERSION, Exchange, McpHttp
+from tests.support.wire import Exchange, McpHttp
 
 ALL_CAPABILITIES: dict[str, Any] = {"sampling": {}, "elicitation": {}, "roots": {}}
 
@@ -189,26 +191,12 @@ def test_prompt_completes_with_messages_after_the_retry(mcp: Mcp) -> None:
 
 
 def test_progress_tool_streams_0_50_100(worker_url: str) -> None:
-    meta = {
-        "progressToken": "p",
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {"name": "test_tool_with_progress", "arguments": {}, "_meta": meta},
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": PROTOCOL_VERSION,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "test_tool_with_progress",
-    }
-    response = httpx.post(worker_url, json=body, headers=headers, timeout=10.0)
-    events = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
-    progress = [e["params"]["progress"] for e in events if e.get("method") == "notifications/progress"]
+    params = {"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "p", **request_meta({})}}
+    body = encode_request(7, "tools/call", params)
+    response = httpx.post(worker_url, content=body, headers=request_headers("tools/call", params), timeout=10.0)
+    assert response.headers["content-type"].startswith(events.EVENT_STREAM)
+    received = events.messages(response.headers["content-type"], response.content)
+    progress = [e["params"]["progress"] for e in received if e.get("method") == "notifications/progress"]
     assert progress == [0, 50, 100]
-    assert events[-1]["id"] == 7
-    assert events[-1]["result"]["resultType"] == "complete"
+    assert received[-1]["id"] == 7
+    assert received[-1]["result"]["resultType"] == "complete"

@@ -10,9 +10,12 @@ import pytest
 
 from mrtr_client import Client, RpcError, ScriptedInputs
 from mrtr_ops.local.process import WorkerSpec
+from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from tests.conftest import StartWorker
 from tests.support.schema import check_server_message
 from tests.support.wire import parse_body
+
+ELICIT: dict[str, Any] = {"elicitation": {}}
 
 
 def schema_checked_http() -> httpx.Client:
@@ -52,49 +55,27 @@ def test_link_accounts_asks_each_login_once_and_links_them(client_for: Any) -> N
 def test_answers_given_over_several_rounds_are_never_asked_again(worker: WorkerSpec) -> None:
     with httpx.Client() as http:
         url = f"{worker.url}/mcp"
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-        }
-        headers = {
-            "MCP-Protocol-Version": "2026-07-28",
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": "link_accounts",
-            "Accept": "application/json, text/event-stream",
-        }
-        params: dict[str, Any] = {"_meta": meta, "name": "link_accounts", "arguments": {}}
-        first = http.post(
-            url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-        )
+        params: dict[str, Any] = {"_meta": request_meta(ELICIT), "name": "link_accounts", "arguments": {}}
+        headers = request_headers("tools/call", params)
+        first = http.post(url, headers=headers, content=encode_request(1, "tools/call", params))
         asked_first = set(first.json()["result"]["inputRequests"])
         second_params = {
             **params,
             "requestState": first.json()["result"]["requestState"],
             "inputResponses": {"github_login": {"action": "accept", "content": {"name": "octocat"}}},
         }
-        second = http.post(
-            url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": second_params}
-        )
+        second = http.post(url, headers=headers, content=encode_request(2, "tools/call", second_params))
         assert asked_first == {"github_login"}
         assert set(second.json()["result"]["inputRequests"]) == {"google_login"}
 
 
 def test_answers_offered_before_being_asked_are_used(client_for: Any, worker: Any) -> None:
+    answers = {key: {"action": "accept", "content": {"name": "early"}} for key in ("github_login", "google_login")}
+    params = {"_meta": request_meta(ELICIT), "name": "link_accounts", "arguments": {}, "inputResponses": answers}
     with httpx.Client() as http:
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-        }
-        answers = {key: {"action": "accept", "content": {"name": "early"}} for key in ("github_login", "google_login")}
-        params = {"_meta": meta, "name": "link_accounts", "arguments": {}, "inputResponses": answers}
-        headers = {
-            "MCP-Protocol-Version": "2026-07-28",
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": "link_accounts",
-            "Accept": "application/json, text/event-stream",
-        }
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-        result = http.post(f"{worker.url}/mcp", headers=headers, json=body).json()["result"]
+        body = encode_request(1, "tools/call", params)
+        reply = http.post(f"{worker.url}/mcp", headers=request_headers("tools/call", params), content=body)
+    result = reply.json()["result"]
     assert result["structuredContent"] == {"linked": {"github_login": "early", "google_login": "early"}}
 
 

@@ -9,7 +9,6 @@ what proves each claim is checked.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,8 @@ import pytest
 from mcp.server.request_state import AESGCMRequestStateCodec
 
 from mrtr_ops.local.process import WorkerSpec
+from mrtr_protocol.instance import WORKER_ID_HEADER
+from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.keyring import KeyRing, new_ring
 from tests.conftest import McpTo, StartWorker
 from tests.support.wire import McpHttp
@@ -49,11 +50,11 @@ def test_a_state_sealed_on_one_instance_completes_on_another(
 ) -> None:
     a, b = (mcp_to(spec) for spec in pair)
     first = a.call("tools/call", LINK, capabilities=ELICIT)
-    assert first.headers["x-worker-id"] == pair[0].instance_id
+    assert first.headers[WORKER_ID_HEADER] == pair[0].instance_id
     state = first.result["requestState"]
 
     second = b.call("tools/call", {**LINK, "requestState": state, "inputResponses": GITHUB}, capabilities=ELICIT)
-    assert second.headers["x-worker-id"] == pair[1].instance_id
+    assert second.headers[WORKER_ID_HEADER] == pair[1].instance_id
     assert list(second.result["inputRequests"]) == ["google_login"]  # github travelled in the state
 
     third = a.call(
@@ -195,12 +196,12 @@ def test_a_state_layout_the_worker_cannot_read_asks_the_client_to_start_again(
 
 def test_every_rejection_reason_is_counted_and_logged(guarded: WorkerSpec, log_dir: Path) -> None:
     """Runs after the rejections above (module order): the precise reasons reach the metric and the log."""
-    metrics = httpx.get(f"{guarded.url}/metrics").text
-    counted = dict(re.findall(r'mrtr_worker_state_rejections_total\{reason="(\w+)"\} (\d+)', metrics))
+    metrics = MetricsPage.parse(httpx.get(f"{guarded.url}/metrics").text)
+    counted = metrics.by_label("mrtr_worker_state_rejections_total", "reason")
     for reason in ("tampered", "malformed", "unknown_key", "expired", "foreign_principal", "foreign_request"):
-        assert int(counted.get(reason, 0)) >= 1, (reason, counted)
-    assert counted["foreign_audience"] == "1"
-    assert counted["oversized"] == "1"
+        assert counted.get(reason, 0) >= 1, (reason, counted)
+    assert counted["foreign_audience"] == 1
+    assert counted["oversized"] == 1
     log = (log_dir / f"{guarded.instance_id}.log").read_text()
     assert "requestState rejected on tools/call: expired" in log
     assert "Traceback" not in log

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-WORKER_ID_HEADER = "X-Worker-Id"
-WORKER_VERSION_HEADER = "X-Worker-Version"
+from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
 
 
 class InstanceHeaders:

@@ -19,7 +19,7 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mrtr_worker.rounds import PROTOCOL_VERSION
+from mrtr_protocol.wire import PROTOCOL_VERSION
 
 MCP_PATH = "/mcp"
 HEADER_MISMATCH = -32020

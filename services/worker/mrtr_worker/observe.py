@@ -12,9 +12,9 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
+from mrtr_protocol.rounds import ROUND_META_KEY
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
-from mrtr_worker.rounds import ROUND_META_KEY
 
 
 class ObserveRequests:

@@ -18,30 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import ClientCapabilities, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from mrtr_protocol.rounds import ROUND_META_KEY, EndOfRound
 from mrtr_worker.inputs import InputRequestWire
 from mrtr_worker.state_layout import StateLayout
-
-PROTOCOL_VERSION = "2026-07-28"
-
-ROUND_META_KEY = "mrtr-cluster.dev/round"
-"""Vendor `_meta` key on every input_required result: why the round ended and the retry hint."""
-
-
-class EndOfRound(StrEnum):
-    """Why a round ended without a complete result."""
-
-    INPUT = "input"
-    ADMISSION = "admission"
-    PRESSURE = "pressure"
-    SLICE = "slice"
-    DRAIN = "drain"
 
 
 @dataclass(frozen=True)
@@ -64,11 +49,6 @@ class Round:
         """False on a 2025-era request (served by the SDK's legacy transport): that wire has no input_required."""
         decoded = identity.layout.decode(ctx.request_state)
         self.data, self.trace, self._extra = decoded.data, decoded.trace, decoded.extra
-
-    @property
-    def first(self) -> bool:
-        """True on the first round of a request (no state came back)."""
-        return self.trace.hops == 0
 
     def ask(self, requests: Mapping[str, InputRequestWire], data: Mapping[str, Any]) -> InputRequiredResult:
         """End the round asking the client the given questions."""

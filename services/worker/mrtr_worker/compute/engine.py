@@ -26,6 +26,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
+from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker import inputs
 from mrtr_worker.capabilities import Need, allows
 from mrtr_worker.compute.computation import Computation, State
@@ -33,7 +34,7 @@ from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSetting
 from mrtr_worker.compute.slots import Slots
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
-from mrtr_worker.rounds import EndOfRound, Round
+from mrtr_worker.rounds import Round
 
 STEP_NICENESS = 10
 """Pool processes run steps at a lower CPU priority than the worker's event loop."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mrtr_worker.rounds import EndOfRound
+from mrtr_protocol.rounds import EndOfRound
 
 
 @dataclass(frozen=True)
