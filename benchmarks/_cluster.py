@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from benchmarks._load import cpu_seconds
 from mrtr_client import CallResult, RetryPolicy
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
@@ -32,7 +30,6 @@ from mrtr_ops.local.process import ManagedProcess
 from mrtr_worker.compute import primes
 
 TOOL_PACKS = ("demo", "compute")
-SHED_REASONS = frozenset({"admission", "pressure", "slice", "drain"})
 
 PATIENT = RetryPolicy(max_rounds=10_000, max_delivery_failures=16)
 """Benchmarks force many hops on purpose; the default cap of 32 rounds would end such calls early."""
@@ -142,11 +139,6 @@ def _end(pids: list[int]) -> None:
             os.kill(pid, signal.SIGTERM)
 
 
-def lb_admin(cluster: LocalCluster, action: str, url: str) -> None:
-    """Take a backend out of the proxy's rotation (`drain`) or put it back (`undrain`)."""
-    httpx.post(f"{cluster.url}/lb/backends/{action}", params={"url": url}).raise_for_status()
-
-
 def steps_executed(cluster: LocalCluster, tool: str = "count_primes") -> float:
     """Computation steps the cluster's workers have run so far (their own counters)."""
     return sum(cluster.worker_metric(i, "mrtr_worker_compute_steps_total", tool=tool) for i in cluster.workers)
@@ -154,33 +146,17 @@ def steps_executed(cluster: LocalCluster, tool: str = "count_primes") -> float:
 
 def proxy_responses(cluster: LocalCluster) -> float:
     """Responses the proxy has sent so far, of any status (its own counter)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = httpx.get(f"{cluster.url}/lb/metrics").text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "mrtr_lb_responses_total"
-    )
+    return cluster.lb.metrics().value("mrtr_lb_responses_total")
 
 
 def proxy_cpu(cluster: LocalCluster) -> float:
     """CPU seconds the proxy process has used so far."""
-    assert cluster._lb is not None  # the cluster keeps its proxy process private; only its pid is read here
-    return cpu_seconds(cluster._lb.pid)
+    return cpu_seconds(cluster.proxy_pid)
 
 
 def workers_cpu(cluster: LocalCluster) -> float:
     """CPU seconds of the workers' main processes (HTTP, MCP, sealing), their step pools not included."""
     return sum(cpu_seconds(handle.process.pid) for handle in cluster.workers.values())
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
 def median(values: Sequence[float]) -> float:

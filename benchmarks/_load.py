@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import statistics
 import time
@@ -18,22 +17,20 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from mrtr_ops.percentiles import percentile
+from mrtr_protocol.wire import encode_request, request_headers, request_meta
+
 RequestFactory = Callable[[int], tuple[bytes, dict[str, str]]]
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-ECHO_HEADERS = {
-    "Content-Type": "application/json",
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28",
-    "Mcp-Method": "tools/call",
-    "Mcp-Name": "echo",
-}
+META = request_meta(capabilities={})
+ECHO_HEADERS = request_headers("tools/call", {"name": "echo"})
+"""Framed once (`mrtr_protocol.wire`): the load loops send them with every request."""
 
 
 def echo_request(n: int) -> tuple[bytes, dict[str, str]]:
     """The trivial `tools/call` (the `echo` tool): one round, no computation, the cheapest MCP call."""
     params = {"_meta": META, "name": "echo", "arguments": {"text": f"hello {n}"}}
-    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}).encode(), ECHO_HEADERS
+    return encode_request(n, "tools/call", params), ECHO_HEADERS
 
 
 def is_complete(payload: bytes) -> bool:
@@ -51,11 +48,9 @@ class LoadResult:
     def rps(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
 
-    def percentile(self, p: float) -> float:
-        if not self.latencies_ms:
-            return float("nan")
-        ordered = sorted(self.latencies_ms)
-        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+    def percentile(self, p: int) -> float:
+        """The `p`-th latency percentile in ms (`mrtr_ops.percentiles`: linear between the closest ranks)."""
+        return percentile(self.latencies_ms, p)
 
     @property
     def p50(self) -> float:

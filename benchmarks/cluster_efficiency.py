@@ -30,11 +30,9 @@ from dataclasses import dataclass, field
 from benchmarks._cluster import (
     MIX,
     PATIENT,
-    SHED_REASONS,
     PrimesCall,
     clusters,
     median,
-    percentile,
     steps_executed,
     verdict,
 )
@@ -43,6 +41,8 @@ from benchmarks._cluster import workers_cpu as workers_cpu_of
 from benchmarks.report import parser, publish
 from mrtr_client import AsyncClient
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.percentiles import percentile
+from mrtr_protocol.rounds import HAND_BACK_REASONS
 from mrtr_worker.compute import primes
 
 WORKERS = 3
@@ -145,7 +145,7 @@ async def measure_cluster(cluster: LocalCluster, warmup: float, window: float) -
                 done = await client.call_tool("count_primes", call.arguments)
             except Exception:  # a failed call is counted as an error, not allowed to stop the benchmark
                 return False, 0
-            return call.correct(done), sum(hop.reason in SHED_REASONS for hop in done.trace.hops)
+            return call.correct(done), sum(hop.reason in HAND_BACK_REASONS for hop in done.trace.hops)
 
         first = await asyncio.to_thread(steps_executed, cluster)
         task = asyncio.create_task(closed_loop(one_call, warmup, window))

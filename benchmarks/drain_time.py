@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 import httpx
 
-from benchmarks._cluster import PATIENT, PrimesCall, bare_step_ms, clusters, lb_admin, verdict
+from benchmarks._cluster import PATIENT, PrimesCall, bare_step_ms, clusters, verdict
 from benchmarks.report import parser, publish
 from mrtr_client import AsyncClient, CallResult
 from mrtr_client.client import DEFAULT_TIMEOUT
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.waiting import wait_until_async
 
 SLOTS = 2
 """Computation slots per worker (the worker default)."""
@@ -56,17 +57,16 @@ class Drain:
 
 
 async def _wait_running(cluster: LocalCluster, instance: str, count: int) -> None:
-    deadline = time.monotonic() + 30.0
-    while time.monotonic() < deadline:
-        if await asyncio.to_thread(cluster.worker_metric, instance, "mrtr_worker_computations") >= count:
-            return
-        await asyncio.sleep(0.01)
-    raise RuntimeError(f"{count} computation(s) did not start on {instance}")
+
+    async def running() -> bool:
+        return await asyncio.to_thread(cluster.worker_metric, instance, "mrtr_worker_computations") >= count
+
+    await wait_until_async(running, timeout=30.0, interval=0.01, what=f"{count} computation(s) to start on {instance}")
 
 
 async def scenario(cluster: LocalCluster, standby: str, calls: int, call: PrimesCall, run_for: float) -> Drain:
     victim = (await asyncio.to_thread(cluster.add_worker)).instance_id
-    await asyncio.to_thread(lb_admin, cluster, "drain", standby)
+    await asyncio.to_thread(cluster.lb.drain, standby)
     answers: list[tuple[float, str | None]] = []
 
     async def on_response(response: httpx.Response) -> None:
@@ -82,7 +82,7 @@ async def scenario(cluster: LocalCluster, standby: str, calls: int, call: Primes
         steps_done = await asyncio.to_thread(
             cluster.worker_metric, victim, "mrtr_worker_compute_steps_total", tool="count_primes"
         )
-        await asyncio.to_thread(lb_admin, cluster, "undrain", standby)
+        await asyncio.to_thread(cluster.lb.undrain, standby)
         popen = cluster.workers[victim].process.popen
         assert popen is not None
         exited: list[float] = []

@@ -24,12 +24,13 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from benchmarks._cluster import PATIENT, SHED_REASONS, PrimesCall, bare_step_ms, clusters, median, verdict
+from benchmarks._cluster import PATIENT, PrimesCall, bare_step_ms, clusters, median, verdict
 from benchmarks._cluster import proxy_cpu as proxy_cpu_of
 from benchmarks._cluster import workers_cpu as workers_cpu_of
 from benchmarks.report import parser, publish
 from mrtr_client import Client
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_protocol.rounds import HAND_BACK_REASONS
 
 CALL = PrimesCall(10_000_000, 100_000)
 """100 steps of about 1 ms. The work must stay small next to what a hop costs: the no-hop baseline runs on
@@ -72,7 +73,7 @@ def run_once(client: Client, cluster: LocalCluster, runs: Runs | None) -> None:
     seconds = time.perf_counter() - started
     if runs is None:
         return
-    shed = [hop for hop in done.trace.hops if hop.reason in SHED_REASONS]
+    shed = [hop for hop in done.trace.hops if hop.reason in HAND_BACK_REASONS]
     if not CALL.correct(done) or len(shed) != len(done.trace.hops) - 1:
         runs.errors += 1
         return

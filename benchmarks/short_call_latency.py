@@ -23,11 +23,12 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 from typing import Any
 
-from benchmarks._cluster import MIX, PATIENT, SHED_REASONS, clusters, median, proxy_responses, steps_executed
+from benchmarks._cluster import MIX, PATIENT, clusters, median, proxy_responses, steps_executed
 from benchmarks._load import LoadResult, echo_request, is_complete, open_loop
 from benchmarks.report import parser, publish
 from mrtr_client import AsyncClient
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_protocol.rounds import HAND_BACK_REASONS
 
 WORKERS = 3
 SLOTS = 2
@@ -74,7 +75,7 @@ async def long_load(url: str, stop: Event) -> LongCalls:
                     continue
                 result.calls += 1
                 result.errors += 0 if call.correct(done) else 1
-                result.hops.append(sum(hop.reason in SHED_REASONS for hop in done.trace.hops))
+                result.hops.append(sum(hop.reason in HAND_BACK_REASONS for hop in done.trace.hops))
 
         watcher = asyncio.create_task(watch())
         await asyncio.gather(*(caller(i) for i in range(LONG_CALLERS)))

@@ -20,12 +20,13 @@ import importlib.util
 import json
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import aiohttp
 import httpx
+
+from mrtr_ops.waiting import wait_until_async
 
 BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}).encode()
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -247,16 +248,15 @@ async def bench(args: argparse.Namespace) -> None:
 
 async def _wait_listening(port: int) -> None:
     """The proxy printed its port before its first health check finished; poll until it forwards."""
-    deadline = time.monotonic() + 10
     async with aiohttp.ClientSession() as session:
-        while True:
+
+        async def forwards() -> bool:
             with contextlib.suppress(aiohttp.ClientError):
                 async with session.post(f"http://127.0.0.1:{port}/mcp", data=BODY) as resp:
-                    if resp.status == 200:
-                        return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"proxy on port {port} never answered 200")
-            await asyncio.sleep(0.05)
+                    return resp.status == 200
+            return False
+
+        await wait_until_async(forwards, timeout=10, what=f"the proxy on port {port} to answer 200")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import httpx
 
 from mrtr_ops.local.cluster import LocalCluster
-from mrtr_ops.local.process import sample_value
+from mrtr_protocol.metrics import MetricsPage
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,11 @@ def admin_call(worker: FleetWorker, method: str, path: str, **params: Any) -> di
     return body
 
 
+def metrics(worker: FleetWorker, timeout: float = 10.0) -> MetricsPage:
+    """One scrape of a worker's own `/metrics` (raises `httpx.HTTPError` if it does not answer)."""
+    return MetricsPage.parse(httpx.get(f"{worker.admin_url}/metrics", timeout=timeout).text)
+
+
 def metric(worker: FleetWorker, name: str, **labels: str) -> float:
-    """One Prometheus sample of one worker (0 if absent)."""
-    return sample_value(httpx.get(f"{worker.admin_url}/metrics", timeout=10).text, name, **labels)
+    """A worker's samples called `name` with these labels, summed (0 if absent)."""
+    return metrics(worker).value(name, **labels)

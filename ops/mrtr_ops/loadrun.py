@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from mrtr_ops.paths import project_root
+from mrtr_ops.waiting import wait_until
 
 RELAXED_P95 = {
     f"MRTR_LOCUST_P95_{name}_MS": "600000"
@@ -44,12 +44,23 @@ def start_locust(url: str, out: Path, duration: int, users: int, extra_env: dict
 
 def wait_for_traffic(events: Path, locust: subprocess.Popen[bytes], at_least: int, timeout: float) -> bool:
     """Until `at_least` requests completed (or Locust ended, or the deadline passed); whether they did."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and locust.poll() is None:
-        if events.exists() and sum(1 for _ in events.open()) >= at_least:
-            return True
-        time.sleep(0.2)
-    return False
+
+    def enough() -> bool:
+        if not events.exists():
+            return False
+        with events.open() as lines:
+            return sum(1 for _ in lines) >= at_least
+
+    try:
+        wait_until(
+            lambda: enough() or locust.poll() is not None,
+            timeout=timeout,
+            interval=0.2,
+            what=f"{at_least} requests of the load",
+        )
+    except TimeoutError:
+        return False
+    return enough()
 
 
 def stop_locust(stop_file: Path) -> None:

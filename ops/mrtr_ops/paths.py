@@ -7,6 +7,7 @@ working directory (the scripts run from it), or named by `MRTR_PROJECT_ROOT`.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 ROOT_VARIABLE = "MRTR_PROJECT_ROOT"
@@ -27,3 +28,13 @@ def project_root() -> Path:
         if all((candidate / marker).exists() for marker in _MARKERS):
             return candidate
     raise NotACheckout(f"run this in the project's checkout, or set {ROOT_VARIABLE} (looked upward from {here})")
+
+
+def compose_project() -> str:
+    """The compose project the CLIs act on: `$COMPOSE_PROJECT_NAME`, else compose's default (the checkout's name)."""
+    return os.environ.get("COMPOSE_PROJECT_NAME") or re.sub(r"[^a-z0-9_-]", "", project_root().name.lower())
+
+
+def compose_lb_url() -> str:
+    """The compose cluster's proxy as published on this host (`$MRTR_PORT`, default 8080)."""
+    return f"http://127.0.0.1:{os.environ.get('MRTR_PORT', '8080')}"

@@ -23,7 +23,7 @@ KINDS = {"kill9", "pause", "cut", "drain"}
 def chaos_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("chaos")
     done = subprocess.run(
-        [sys.executable, "-m", "mrtr_ops.chaos.run", "--duration", "60", "--seed", "11", "--out", str(out)],
+        [sys.executable, "-m", "mrtr_ops.chaos", "--duration", "60", "--seed", "11", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,

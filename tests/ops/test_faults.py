@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ from mrtr_client import CallResult, Client
 from mrtr_ops.chaos.fleet import LocalChaosFleet
 from mrtr_ops.chaos.watch import HandBackMeter
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.waiting import wait_until
 from mrtr_worker.compute import primes
 from tests.ops.conftest import MakeCluster
 
@@ -53,26 +53,19 @@ def _call_in_thread(cluster: LocalCluster) -> tuple[threading.Thread, list[Any]]
 
 
 def _computing_worker(cluster: LocalCluster, timeout: float = 20.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for instance in list(cluster.workers):
-            if cluster.worker_metric(instance, "mrtr_worker_computations") >= 1:
-                return instance
-        time.sleep(0.01)
-    raise AssertionError("no computation started")
+    def computing() -> str | None:
+        return next(
+            (i for i in list(cluster.workers) if cluster.worker_metric(i, "mrtr_worker_computations") >= 1), None
+        )
+
+    return wait_until(computing, timeout=timeout, interval=0.01, what="a computation to start")
 
 
 def _backend(cluster: LocalCluster, instance: str) -> dict[str, Any]:
     url = cluster.workers[instance].lb_url
-    return next(b for b in cluster.backends() if b["url"] == url)
-
-
-def _wait_for(predicate: Any, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    entry = cluster.lb.backend(url)
+    assert entry is not None, f"{url} is not in the proxy's pool"
+    return entry
 
 
 def _finished_elsewhere(thread: threading.Thread, box: list[Any], victim: str) -> CallResult:
@@ -95,11 +88,16 @@ def test_a_paused_worker_holds_no_request(cabled: LocalCluster) -> None:
     pid = cabled.workers[victim].process.pid
     cabled.pause_worker(victim)
     try:
-        _wait_for(lambda: _backend(cabled, victim)["abandoned"] >= 1, "the proxy to abandon the paused worker")
+        wait_until(
+            lambda: _backend(cabled, victim)["abandoned"] >= 1,
+            timeout=20,
+            interval=0.02,
+            what="the proxy to abandon the paused worker",
+        )
         _finished_elsewhere(thread, box, victim)
     finally:
         cabled.resume_worker(victim)
-    cabled.wait_in_rotation({cabled.workers[victim].lb_url})
+    cabled.lb.wait_for_backend(cabled.workers[victim].lb_url)
     assert cabled.workers[victim].process.pid == pid, "the same process, paused and resumed"
 
 
@@ -116,7 +114,7 @@ def test_a_worker_cut_off_runs_on_and_its_request_completes_elsewhere(cabled: Lo
         assert not _backend(cabled, victim)["healthy"]
     finally:
         cabled.restore_worker(victim)
-    cabled.wait_in_rotation({handle.lb_url})
+    cabled.lb.wait_for_backend(handle.lb_url)
     assert handle.process.running
 
 
@@ -136,7 +134,7 @@ def test_a_killed_worker_restarts_as_a_new_process_and_serves(cabled: LocalClust
         with Client(cabled.mcp_url) as client:
             return client.call_tool("echo", {"text": "x"}).trace.instances == [victim]
 
-    _wait_for(served_by_victim, "the restarted worker to serve a request")
+    wait_until(served_by_victim, timeout=20, interval=0.02, what="the restarted worker to serve a request")
     assert cabled.worker_metric(victim, "mrtr_worker_requests_total", method="tools/call", outcome="complete") >= 1
 
 

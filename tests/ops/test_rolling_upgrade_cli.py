@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import httpx
 import pytest
 
 from mrtr_client import Client, ScriptedInputs
+from mrtr_ops.waiting import wait_until
 
 
 @pytest.fixture
@@ -22,9 +22,7 @@ def running_cluster(tmp_path: Path) -> Iterator[tuple[Path, str]]:
          "--url-file", str(url_file)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not url_file.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: url_file.exists() or process.poll() is not None, timeout=60, what="the cluster to come up")
     assert url_file.exists(), "the cluster did not come up"
     yield tmp_path, url_file.read_text()
     process.terminate()
@@ -38,7 +36,7 @@ def _fleet_versions(work_dir: Path) -> list[int]:
 
 def test_upgrade_then_rollback_through_the_cli(running_cluster: tuple[Path, str]) -> None:
     work_dir, mcp_url = running_cluster
-    upgrade = [sys.executable, "-m", "mrtr_ops.upgrade.rolling", "--work-dir", str(work_dir), "--state-ttl", "1"]
+    upgrade = [sys.executable, "-m", "mrtr_ops.upgrade", "--work-dir", str(work_dir), "--state-ttl", "1"]
     done = subprocess.run([*upgrade, "--steps-file", str(work_dir / "steps.json")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "retire-key" in done.stdout
@@ -54,7 +52,7 @@ def test_upgrade_then_rollback_through_the_cli(running_cluster: tuple[Path, str]
 
 def test_the_cli_says_when_no_cluster_runs(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "mrtr_ops.upgrade.rolling", "--work-dir", str(tmp_path)], capture_output=True, text=True
+        [sys.executable, "-m", "mrtr_ops.upgrade", "--work-dir", str(tmp_path)], capture_output=True, text=True
     )
     assert done.returncode == 2
     assert "no running local cluster" in done.stderr

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,11 +12,12 @@ import pytest
 
 from mrtr_client import AsyncClient, CallResult, Client, ScriptedInputs
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.waiting import wait_until
+from mrtr_protocol.rounds import HAND_BACK_REASONS
 from mrtr_worker.compute import hashchain, montecarlo, primes
 from mrtr_worker.compute.computation import run_uninterrupted
 from tests.ops.conftest import FAST_SLICES, MakeCluster
 
-SHED_REASONS = {"admission", "pressure", "slice", "drain"}
 LIMIT = 100_000_000
 SEGMENT = 2_500_000  # 40 steps of ~20 ms: several time slices
 
@@ -51,7 +51,7 @@ async def test_under_load_computations_hop_and_every_step_runs_exactly_once(busy
         assert done.result["_meta"]["mrtr-cluster.dev/compute"]["steps"] == expected_steps(limit, SEGMENT)
     assert max(len(done.trace.instances) for done in results) >= 2
     reasons = {hop.reason for done in results for hop in done.trace.hops}
-    assert reasons & SHED_REASONS, reasons
+    assert reasons & set(HAND_BACK_REASONS), reasons
     executed = steps_executed(busy, "count_primes") - before
     assert executed == sum(expected_steps(limit, SEGMENT) for limit in limits)
 
@@ -66,7 +66,7 @@ async def test_a_saturated_cluster_makes_clients_back_off_and_loses_nothing(busy
     assert any(hop.reason == "admission" for done in results for hop in done.trace.hops)
     assert steps_executed(busy, "count_primes") - before == calls * expected_steps(20_000_000, 1_000_000)
     for done in results:
-        shed = sum(hop.reason in SHED_REASONS for hop in done.trace.hops)
+        shed = sum(hop.reason in HAND_BACK_REASONS for hop in done.trace.hops)
         assert shed <= 4, "a request past priority_after_hops (4) must not be shed again"
         assert len(done.trace.hops) <= 10, "clients with the SDK's 10-round cap must still finish"
 
@@ -116,13 +116,12 @@ def test_health_and_short_calls_are_answered_while_computations_run(busy: LocalC
 
 
 def _wait_for_running_computation(cluster: LocalCluster, timeout: float = 20.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for instance in cluster.workers:
-            if cluster.worker_metric(instance, "mrtr_worker_computations") >= 1:
-                return instance
-        time.sleep(0.02)
-    raise AssertionError("no computation started")
+    def computing() -> str | None:
+        return next(
+            (i for i in list(cluster.workers) if cluster.worker_metric(i, "mrtr_worker_computations") >= 1), None
+        )
+
+    return wait_until(computing, timeout=timeout, interval=0.02, what="a computation to start")
 
 
 # --- failures ----------------------------------------------------------------------------------------------

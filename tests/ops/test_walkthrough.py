@@ -11,7 +11,7 @@ from pathlib import Path
 def test_a_short_walkthrough_loses_nothing_and_crosses_versions(tmp_path: Path) -> None:
     out = tmp_path / "report"
     done = subprocess.run(
-        [sys.executable, "-m", "mrtr_ops.walkthrough.run", "--duration", "60", "--out", str(out), "--users", "6"],
+        [sys.executable, "-m", "mrtr_ops.walkthrough", "--duration", "60", "--out", str(out), "--users", "6"],
         capture_output=True,
         text=True,
         timeout=600,

@@ -13,12 +13,12 @@ those retries, so the figure must be 0, as must wrong answers.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mrtr_client import RetryPolicy
+from mrtr_ops.percentiles import percentile
 from mrtr_ops.walkthrough.report import Inputs as PlotInputs
 from mrtr_ops.walkthrough.report import count_rounds
 from mrtr_ops.walkthrough.report import plot as plot_timeline
@@ -51,13 +51,6 @@ def _hop_times(event: dict[str, Any]) -> list[float]:
         at += float(hop["ms"]) / 1000
         times.append(at)
     return times
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
 
 
 def _max_consecutive_retries(event: dict[str, Any]) -> int:
@@ -170,9 +163,8 @@ def summarize(inputs: RunInputs) -> dict[str, Any]:
         "hand_backs_seen_by_clients": dict(hand_backs_client),
         "rounds_by_end": dict(rounds),
         "latency_ms": {
-            "p50": round(_percentile(latencies, 0.5)),
-            "p95": round(_percentile(latencies, 0.95)),
-            "p99": round(_percentile(latencies, 0.99)),
+            # `mrtr_ops.percentiles`: linear between the closest ranks; 0 when no request completed
+            **{f"p{p}": round(percentile(latencies, p)) if latencies else 0 for p in (50, 95, 99)},
             "max": round(max(latencies, default=0.0)),
         },
         "duration_s": round(inputs.ended - inputs.started, 1),

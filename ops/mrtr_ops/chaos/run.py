@@ -1,10 +1,10 @@
-"""`scripts/chaos`: faults under load, every answer checked, and a report of what each fault did.
+"""The chaos run (`scripts/chaos`, `python -m mrtr_ops.chaos`): faults under load, every answer checked, and a report.
 
-While the Locust suite drives the cluster, a seeded schedule (`chaos_plan`)
+While the Locust suite drives the cluster, a seeded schedule (`plan.py`)
 kills a worker with SIGKILL and restarts it, pauses one and resumes it, cuts
 one off the network and puts it back, and drains one and starts a
 replacement; one fault at a time, each victim drawn among the workers
-serving requests at that moment. The report (`chaos_report`) counts
+serving requests at that moment. The report (`report.py`) counts
 requests, failures within the client's retry budget and wrong answers (both
 must be 0), hand-backs, and per fault what the proxy and the clients saw.
 Exit 0 only if every fault happened and nothing failed or was wrong.
@@ -12,26 +12,22 @@ Exit 0 only if every fault happened and nothing failed or was wrong.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import random
-import re
-import shutil
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from mrtr_dev_issuer import ISSUER_KEY_VARIABLE, TOKEN_VARIABLE
-from mrtr_ops.chaos.fleet import ChaosFleet, LocalChaosFleet, pid_alive
+from mrtr_ops.chaos.fleet import ChaosFleet, pid_alive
 from mrtr_ops.chaos.plan import PlannedFault, choose_victim, plan
 from mrtr_ops.chaos.report import RunInputs, write_report
-from mrtr_ops.chaos.watch import HandBackMeter, LbView, metric_total
+from mrtr_ops.chaos.watch import HandBackMeter, lb_errors, metric_total
+from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.loadrun import RELAXED_P95, start_locust, stop_locust, wait_for_traffic
-from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
-from mrtr_ops.paths import project_root
+from mrtr_ops.waiting import wait_until
 from mrtr_ops.walkthrough.report import load_events
 
 WORKER_ENV = {"MRTR_WORKER_MAX_SLICE_MS": "500", "MRTR_WORKER_MIN_SLICE_MS": "100"}
@@ -51,7 +47,7 @@ VICTIM_WAIT_SECONDS = 3.0
 
 @dataclass
 class FaultRecord:
-    """What one fault did, as Unix times; `chaos_report` turns it into a row."""
+    """What one fault did, as Unix times; `report.fault_figures` turns it into a row."""
 
     kind: str
     victim: str
@@ -73,10 +69,19 @@ class FaultRecord:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class FleetLook:
+    """The workers at one moment: the proxy's URL of each, its requests in flight and its computations."""
+
+    urls: dict[str, str]
+    in_flight: dict[str, int]
+    computing: dict[str, int]
+
+
 class ChaosRun:
     """Does the planned faults to a fleet, one at a time, and records each."""
 
-    def __init__(self, fleet: ChaosFleet, lb: LbView, meter: HandBackMeter, seed: int) -> None:
+    def __init__(self, fleet: ChaosFleet, lb: LbAdmin, meter: HandBackMeter, seed: int) -> None:
         self._fleet = fleet
         self._lb = lb
         self._meter = meter
@@ -85,17 +90,17 @@ class ChaosRun:
     def fault(self, planned: PlannedFault) -> FaultRecord:
         # Everything that can be done before choosing is done first: the fault follows the choice at once,
         # while the victim's computation is still running (a time slice is half a second).
-        errors_before = self._lb.errors()
+        action = self.FAULTS[planned.kind]
+        errors_before = lb_errors(self._lb)
         self._meter.scrape_now()  # keep what every worker counted so far, whatever happens to the victim
         victim, backend, in_flight, computing = self._victim()
         record = FaultRecord(planned.kind, victim, planned.at_s, planned.hold_s, backend, in_flight, computing)
-        action: Callable[[FaultRecord], None] = getattr(self, f"_{planned.kind}")
         try:
-            action(record)
+            action(self, record)
         except Exception as exc:
             record.error = f"{type(exc).__name__}: {exc}"
             record.started = record.started or time.time()
-        before, after = errors_before[backend], self._lb.errors()[backend]
+        before, after = errors_before[backend], lb_errors(self._lb)[backend]
         record.lb_errors = {kind: after[kind] - before[kind] for kind in after}
         return record
 
@@ -108,11 +113,11 @@ class ChaosRun:
         record.started = time.time()
         fleet.kill9(victim)
         record.evidence["old_pid_gone"] = pid is not None and not pid_alive(pid)
-        record.left_rotation = self._lb.wait_rotation(record.backend, False, record.hold_s + 5)
+        record.left_rotation = self._wait_rotation(record.backend, False, record.hold_s + 5)
         _sleep_until(record.started + record.hold_s)
         record.undone = time.time()
         fleet.restart(victim)
-        record.recovered = self._lb.wait_rotation(fleet.backend_url(victim), True, RECOVERY_SECONDS)
+        record.recovered = self._wait_rotation(fleet.backend_url(victim), True, RECOVERY_SECONDS)
         record.evidence["new_pid"] = fleet.process_id(victim)
         record.evidence["served_after_restart"] = self._served(victim)
 
@@ -136,14 +141,14 @@ class ChaosRun:
         record.started = time.time()
         do(victim)
         try:
-            record.left_rotation = self._lb.wait_rotation(record.backend, False, record.hold_s)
+            record.left_rotation = self._wait_rotation(record.backend, False, record.hold_s)
             _sleep_until(record.started + record.hold_s)
             if check_ran_on:
                 record.evidence["ran_on"] = pid is not None and pid_alive(pid)
         finally:
             record.undone = time.time()
             undo(victim)
-        record.recovered = self._lb.wait_rotation(fleet.backend_url(victim), True, RECOVERY_SECONDS)
+        record.recovered = self._wait_rotation(fleet.backend_url(victim), True, RECOVERY_SECONDS)
         record.evidence.update(pid=pid, same_process=pid is not None and fleet.process_id(victim) == pid)
 
     def _drain(self, record: FaultRecord) -> None:
@@ -159,6 +164,14 @@ class ChaosRun:
         record.recovered = time.time()
         record.evidence["replacement"] = replacement.instance_id
 
+    FAULTS: ClassVar[dict[str, Callable[[ChaosRun, FaultRecord], None]]] = {
+        "kill9": _kill9,
+        "pause": _pause,
+        "cut": _cut,
+        "drain": _drain,
+    }
+    """Every fault kind of the schedule (`plan.KINDS`) and what does it."""
+
     # --- helpers -------------------------------------------------------------------------------------
 
     def _victim(self) -> tuple[str, str, int, int]:
@@ -166,28 +179,45 @@ class ChaosRun:
 
         Its computations are read last, just before the choice, so the fault still finds them running.
         """
-        deadline = time.monotonic() + VICTIM_WAIT_SECONDS
-        while True:
-            workers = self._fleet.workers()
-            urls = {w.instance_id: self._fleet.backend_url(w.instance_id) for w in workers}
-            backends = self._lb.backends()
-            in_flight = {w: int(backends.get(url, {}).get("in_flight", 0)) for w, url in urls.items()}
-            computing = {w.instance_id: int(metric_total(w, "mrtr_worker_computations") or 0) for w in workers}
-            if any(computing.values()) or time.monotonic() > deadline:
-                victim = choose_victim(self._rng, list(urls), computing=computing, in_flight=in_flight)
-                return victim, urls[victim], in_flight.get(victim, 0), computing.get(victim, 0)
-            time.sleep(0.02)
+        looks: list[FleetLook] = []
+
+        def busy() -> bool:
+            looks.append(self._look())
+            return any(looks[-1].computing.values())
+
+        with suppress(TimeoutError):  # none busy: take any
+            wait_until(busy, timeout=VICTIM_WAIT_SECONDS, interval=0.02, what="a worker with a computation")
+        look = looks[-1]
+        victim = choose_victim(self._rng, list(look.urls), computing=look.computing, in_flight=look.in_flight)
+        return victim, look.urls[victim], look.in_flight.get(victim, 0), look.computing.get(victim, 0)
+
+    def _look(self) -> FleetLook:
+        workers = self._fleet.workers()
+        urls = {w.instance_id: self._fleet.backend_url(w.instance_id) for w in workers}
+        backends = self._lb.by_url()
+        in_flight = {w: int(backends.get(url, {}).get("in_flight", 0)) for w, url in urls.items()}
+        computing = {w.instance_id: int(metric_total(w, "mrtr_worker_computations") or 0) for w in workers}
+        return FleetLook(urls, in_flight, computing)
+
+    def _wait_rotation(self, url: str, present: bool, timeout: float) -> float | None:
+        """Until the backend is (or is no longer) in rotation; when it was seen so, None if not within `timeout`."""
+        try:
+            self._lb.wait_for_backend(url, in_rotation=present, timeout=timeout)
+        except TimeoutError:
+            return None
+        return time.time()
 
     def _served(self, victim: str) -> float:
         """MCP requests the (restarted) worker has served, once it served any (0 if none within the deadline)."""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+
+        def served() -> float | None:
             worker = next((w for w in self._fleet.workers() if w.instance_id == victim), None)
-            served = metric_total(worker, "mrtr_worker_requests_total") if worker is not None else None
-            if served:
-                return served
-            time.sleep(0.1)
-        return 0.0
+            return metric_total(worker, "mrtr_worker_requests_total") if worker is not None else None
+
+        try:
+            return wait_until(served, timeout=20, interval=0.1, what=f"{victim} to serve a request") or 0.0
+        except TimeoutError:
+            return 0.0
 
 
 def _sleep_until(moment: float) -> None:
@@ -204,7 +234,7 @@ def run(fleet: ChaosFleet, out: Path, *, duration: int, users: int, seed: int, l
         stale.unlink(missing_ok=True)
     faults_planned = plan(seed, duration, tail=TAIL_SECONDS)
     (out / "plan.json").write_text(json.dumps([f.as_json() for f in faults_planned], indent=2) + "\n")
-    lb = LbView(fleet.lb_url)
+    lb = LbAdmin(fleet.lb_url)
     meter = HandBackMeter(fleet).start()
     started = time.time()
     env = {**RELAXED_P95, **locust_env, "MRTR_LOCUST_STOP_FILE": str(stop_file)}
@@ -255,50 +285,3 @@ def _show(record: FaultRecord, started: float) -> None:
     at = record.started - started if record.started else 0.0
     outcome = record.error or ", ".join(f"{k}={v}" for k, v in record.evidence.items())
     print(f"  {at:6.1f} s  {record.kind:<6} {record.victim}  {outcome}", flush=True)
-
-
-def _compose_locust_env() -> dict[str, str]:
-    """Compose requires bearer tokens: Locust mints one per user with the development issuer's key."""
-    if os.environ.get(TOKEN_VARIABLE) or os.environ.get(ISSUER_KEY_VARIABLE):
-        return {}
-    key = project_root() / "secrets" / "issuer-private.pem"
-    return {ISSUER_KEY_VARIABLE: str(key)} if key.exists() else {}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/chaos", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--compose", action="store_true", help="the running compose cluster instead of a local one")
-    parser.add_argument(
-        "--duration",
-        type=int,
-        default=90,
-        help="seconds of load (default 90, at least 60); on a slow machine the load goes on until the last fault "
-        f"is undone, {EXTRA_SECONDS} s more at most",
-    )
-    parser.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: from the clock)")
-    parser.add_argument("--out", type=Path, default=Path("reports/chaos"), help="report directory")
-    parser.add_argument("--users", type=int, default=8, help="Locust users (default 8)")
-    args = parser.parse_args(argv)
-    duration = max(60, args.duration)
-    seed = args.seed if args.seed is not None else int(time.time()) % 100_000
-
-    if args.compose:
-        from mrtr_ops.compose.chaos import ComposeChaosFleet
-
-        project = os.environ.get("COMPOSE_PROJECT_NAME") or re.sub(r"[^a-z0-9_-]", "", project_root().name.lower())
-        url = f"http://127.0.0.1:{os.environ.get('MRTR_PORT', '8080')}"
-        fleet = ComposeChaosFleet(project_root(), project, url)
-        if not fleet.workers():
-            print(f"chaos: no running worker in compose project {project!r}; start it: docker compose up -d --wait")
-            return 2
-        print(f"chaos: compose project {project}, proxy {url}, {len(fleet.workers())} workers", flush=True)
-        return run(fleet, args.out, duration=duration, users=args.users, seed=seed, locust_env=_compose_locust_env())
-
-    work_dir = args.out / "cluster"
-    shutil.rmtree(work_dir, ignore_errors=True)  # a fresh fleet and key ring every run
-    config = ClusterConfig(
-        workers=3, port=0, work_dir=work_dir, worker_env=dict(WORKER_ENV), cables=True, ready_timeout=READY_SECONDS
-    )
-    with LocalCluster(config) as cluster:
-        print(f"chaos: local cluster of 3 workers at {cluster.mcp_url} (each behind a cable)", flush=True)
-        return run(LocalChaosFleet(cluster), args.out, duration=duration, users=args.users, seed=seed, locust_env={})

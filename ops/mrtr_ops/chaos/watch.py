@@ -1,7 +1,8 @@
 """What the chaos run observes while it works: the proxy's view of the workers, and the workers' own counters.
 
-`LbView` reads the proxy's `/lb/backends` and `/lb/metrics`: whether a victim
-left and rejoined the rotation, and how the proxy's attempts on it ended.
+`lb_errors` reads the proxy's `/lb/metrics` (through `LbAdmin`, which also
+tells whether a victim left and rejoined the rotation): how the proxy's
+attempts on each backend ended.
 `HandBackMeter` scrapes every worker's `/metrics` in the background and adds
 up the hand-backs (`mrtr_worker_input_required_total` by reason) across
 restarts: a killed worker's counters die with it, so what each process
@@ -13,77 +14,39 @@ that served earlier traffic) is the baseline, taken when the meter starts.
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
-from mrtr_ops.fleet import FleetWorker
+from mrtr_ops.fleet import FleetWorker, metrics
+from mrtr_ops.lb_admin import LbAdmin
+from mrtr_protocol.rounds import HAND_BACK_REASONS
 
 if TYPE_CHECKING:
     from mrtr_ops.chaos.fleet import ChaosFleet
 
-HAND_BACK_REASONS = ("admission", "pressure", "slice", "drain")
 LB_ERROR_KINDS = ("connect", "upstream", "unresponsive")
-
-
-def samples(metrics_text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    """Every sample called `name`, keyed by its sorted labels."""
-    found: dict[tuple[tuple[str, str], ...], float] = {}
-    for family in text_string_to_metric_families(metrics_text):
-        for sample in family.samples:
-            if sample.name == name:
-                found[tuple(sorted(sample.labels.items()))] = float(sample.value)
-    return found
 
 
 def metric_total(worker: FleetWorker, name: str, timeout: float = 2.0) -> float | None:
     """The sum of one worker's samples called `name` (None if the worker did not answer)."""
     try:
-        text = httpx.get(f"{worker.admin_url}/metrics", timeout=timeout).text
+        return metrics(worker, timeout).value(name)
     except httpx.HTTPError:
         return None
-    return sum(samples(text, name).values())
 
 
-class LbView:
-    """The proxy's view of its backends."""
-
-    def __init__(self, lb_url: str) -> None:
-        self._http = httpx.Client(base_url=lb_url, timeout=5.0)
-
-    def close(self) -> None:
-        self._http.close()
-
-    def backends(self) -> dict[str, dict[str, Any]]:
-        listing: list[dict[str, Any]] = self._http.get("/lb/backends").json()
-        return {entry["url"]: entry for entry in listing}
-
-    def in_rotation(self, url: str) -> bool:
-        entry = self.backends().get(url)
-        return bool(entry and entry["healthy"] and not entry["drained"])
-
-    def errors(self) -> dict[str, dict[str, float]]:
-        """The proxy's failed attempts so far, per backend URL and kind (they outlive a removal from the pool)."""
-        found: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(LB_ERROR_KINDS, 0.0))
-        for labels, value in samples(self._http.get("/lb/metrics").text, "mrtr_lb_backend_errors_total").items():
-            named = dict(labels)
-            if named.get("kind") in LB_ERROR_KINDS:
-                found[named["backend"]][named["kind"]] = value
-        return found
-
-    def wait_rotation(self, url: str, present: bool, timeout: float) -> float | None:
-        """Poll until the backend is (or is no longer) in rotation; the time it was seen so, None on timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.in_rotation(url) == present:
-                return time.time()
-            time.sleep(0.05)
-        return None
+def lb_errors(lb: LbAdmin) -> dict[str, dict[str, float]]:
+    """The proxy's failed attempts so far, per backend URL and kind (they outlive a removal from the pool)."""
+    found: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(LB_ERROR_KINDS, 0.0))
+    for labels, value in lb.metrics().matching("mrtr_lb_backend_errors_total"):
+        named = dict(labels)
+        if named.get("kind") in LB_ERROR_KINDS:
+            found[named["backend"]][named["kind"]] = value
+    return found
 
 
 class HandBackMeter:
@@ -156,7 +119,7 @@ class HandBackMeter:
             summed: dict[str, float] = defaultdict(float)
             for key, value in self._last.items():
                 summed[key[2]] += value - self._baseline.get(key, 0.0)
-        return {reason: int(summed.get(reason, 0)) for reason in HAND_BACK_REASONS}
+        return {reason.value: int(summed.get(reason, 0)) for reason in HAND_BACK_REASONS}
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -164,11 +127,11 @@ class HandBackMeter:
 
     def _scrape(self, worker: FleetWorker, pid: int) -> None:
         try:
-            text = httpx.get(f"{worker.admin_url}/metrics", timeout=1.0).text
+            page = metrics(worker, timeout=1.0)
         except httpx.HTTPError:  # paused, cut off, gone: nothing new to count from it
             return
-        counts = samples(text, "mrtr_worker_input_required_total")
+        counts = page.by_label("mrtr_worker_input_required_total", "reason")
         with self._lock:
             self.scrapes += 1
             for reason in HAND_BACK_REASONS:
-                self._last[(worker.instance_id, pid, reason)] = counts.get((("reason", reason),), 0.0)
+                self._last[(worker.instance_id, pid, reason.value)] = counts.get(reason.value, 0.0)

@@ -16,28 +16,28 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from docker.models.containers import Container
 
-from mrtr_ops.compose.fleet import ComposeFleet
-from mrtr_ops.local.process import NotReady
+from mrtr_ops.compose.fleet import ROTATION_SECONDS, ComposeFleet
+from mrtr_ops.waiting import wait_until
 
 WORKER_PORT = 8000
+DOCKER_SECONDS = 60.0
+"""How long a container may take to die, to be healthy again, or to get an address."""
 
 
 class ComposeChaosFleet(ComposeFleet):
     def __init__(self, root: Path, project: str, lb_url: str) -> None:
         super().__init__(root, project, lb_url)
-        self._lb = lb_url
         self._cut: dict[str, tuple[str, list[str]]] = {}
         """instance -> (network name, aliases) while it is cut off."""
 
     @property
     def lb_url(self) -> str:
-        return self._lb
+        return self.lb.url
 
     def backend_url(self, instance_id: str) -> str:
         container = self._container(instance_id)
@@ -52,14 +52,24 @@ class ComposeChaosFleet(ComposeFleet):
     def kill9(self, instance_id: str) -> None:
         container = self._container(instance_id)
         container.kill(signal="SIGKILL")
-        self._until(lambda: not self._container(instance_id).attrs["State"]["Running"], f"{instance_id} to die")
+        wait_until(
+            lambda: not self._container(instance_id).attrs["State"]["Running"],
+            timeout=DOCKER_SECONDS,
+            interval=0.1,
+            what=f"{instance_id} to die",
+        )
 
     def restart(self, instance_id: str) -> None:
         container = self._container(instance_id)
         if not container.attrs["State"]["Running"]:
             container.start()
-        self._until(lambda: self._healthy(instance_id), f"{instance_id} to be healthy again")
-        self._wait_in_rotation(self.backend_url(instance_id))
+        wait_until(
+            lambda: self._healthy(instance_id),
+            timeout=DOCKER_SECONDS,
+            interval=0.1,
+            what=f"{instance_id} to be healthy again",
+        )
+        self.lb.wait_for_backend(self.backend_url(instance_id), timeout=ROTATION_SECONDS)
 
     def pause(self, instance_id: str) -> None:
         self._container(instance_id).pause()
@@ -79,7 +89,12 @@ class ComposeChaosFleet(ComposeFleet):
     def restore(self, instance_id: str) -> None:
         name, aliases = self._cut.pop(instance_id)
         self._engine.networks.get(name).connect(self._container(instance_id), aliases=aliases)
-        self._until(lambda: bool(self.backend_url(instance_id)), f"{instance_id} to get an address")
+        wait_until(
+            lambda: bool(self.backend_url(instance_id)),
+            timeout=DOCKER_SECONDS,
+            interval=0.1,
+            what=f"{instance_id} to get an address",
+        )
 
     # --- helpers ---------------------------------------------------------------------------------------
 
@@ -90,11 +105,3 @@ class ComposeChaosFleet(ComposeFleet):
     def _healthy(self, instance_id: str) -> bool:
         state = self._container(instance_id).attrs["State"]
         return bool(state.get("Running")) and state.get("Health", {}).get("Status") == "healthy"
-
-    @staticmethod
-    def _until(condition: Any, what: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                raise NotReady(f"timed out waiting for {what}")
-            time.sleep(0.1)

@@ -17,28 +17,30 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import docker
-import httpx
 from docker.models.containers import Container
 
 from mrtr_ops.fleet import FleetWorker
+from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.process import NotReady
 
 SERVICE_OF_VERSION = {1: "worker", 2: "worker-v2"}
 VERSION_OF_SERVICE = {service: version for version, service in SERVICE_OF_VERSION.items()}
 WRITE_FORMAT_VARIABLE = {2: "MRTR_V2_WRITE_STATE_FORMAT"}
 """The compose variable that carries a new instance's state write format, per version."""
+ROTATION_SECONDS = 60.0
+"""How long a healthy new container may take to join the proxy's rotation (its discovery and health checks)."""
 
 
 class ComposeFleet:
     def __init__(self, root: Path, project: str, lb_url: str) -> None:
         self._root = root
         self._project = project
-        self._lb_url = lb_url
+        self.lb = LbAdmin(lb_url)
+        """The proxy's admin API."""
         self._engine = docker.from_env()
 
     @property
@@ -64,7 +66,7 @@ class ComposeFleet:
         if len(new) != 1:
             raise NotReady(f"expected one new {service} container, found {len(new)}")
         worker = self._as_worker(new[0])
-        self._wait_in_rotation(worker.admin_url)
+        self.lb.wait_for_backend(worker.admin_url, timeout=ROTATION_SECONDS)
         self._persist_counts()
         return worker
 
@@ -98,15 +100,6 @@ class ComposeFleet:
         """The operator's token compose gives the workers (secrets/admin-token), if this checkout has one."""
         path = self._root / "secrets" / "admin-token"
         return path.read_text().strip() if path.exists() else None
-
-    def _wait_in_rotation(self, url: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            backends = httpx.get(f"{self._lb_url}/lb/backends", timeout=5).json()
-            if any(b["url"] == url and b["healthy"] and not b["drained"] for b in backends):
-                return
-            time.sleep(0.1)
-        raise NotReady(f"{url} not in the proxy's rotation after {timeout:.0f}s")
 
 
 def update_env_file(path: Path, values: dict[str, str]) -> None:

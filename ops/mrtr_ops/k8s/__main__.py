@@ -4,4 +4,5 @@ import sys
 
 from mrtr_ops.k8s.render import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -91,3 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     sys.stdout.write(yaml.safe_dump_all(manifests, sort_keys=False))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

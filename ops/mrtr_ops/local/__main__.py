@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(config)
     try:
         cluster.start()
-    except NotReady as exc:
+    except (NotReady, TimeoutError) as exc:
         print(f"cluster: {exc}", file=sys.stderr)
         return 1
     control = ControlServer(LocalFleet(cluster)).start()

@@ -14,13 +14,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
+from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.cable import Cable, Switchboard
-from mrtr_ops.local.process import LOOPBACK, ManagedProcess, NotReady, WorkerSpec, free_port, sample_value
+from mrtr_ops.local.process import LOOPBACK, ManagedProcess, WorkerSpec, free_port
+from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.keyring import new_ring
 
 DEFAULT_PACKS = ("demo", "compute", "conformance")
@@ -88,8 +89,10 @@ class LocalCluster:
         self._numbers = itertools.count(1)
         self._log_dir = config.work_dir / "logs"
         self.keyring_file = config.keyring_file or config.work_dir / "secrets" / "keyring.json"
-        self._lb: ManagedProcess | None = None
+        self._proxy: ManagedProcess | None = None
         self._http = httpx.Client(timeout=5.0)
+        self.lb = LbAdmin(self.url)
+        """The proxy's admin API: its backends, their membership, its metrics."""
         self._switchboard = Switchboard() if config.cables else None
 
     @property
@@ -108,9 +111,9 @@ class LocalCluster:
             started = [self._start_worker(self.config.version_of(i)) for i in range(self.config.workers)]
             for handle in started:
                 handle.process.wait_ready(self.config.ready_timeout)
-            self._lb = self._lb_process([h.lb_url for h in started]).start()
-            self._lb.wait_ready()
-            self.wait_in_rotation({h.lb_url for h in started})
+            self._proxy = self._proxy_process([h.lb_url for h in started]).start()
+            self._proxy.wait_ready()
+            self.lb.wait_for_backends([h.lb_url for h in started])
         except BaseException:
             self.stop()
             raise
@@ -121,13 +124,14 @@ class LocalCluster:
         for handle in list(self.workers.values()):
             handle.process.stop()
         self.workers.clear()
-        if self._lb is not None:
-            self._lb.stop()
-            self._lb = None
+        if self._proxy is not None:
+            self._proxy.stop()
+            self._proxy = None
         if self._switchboard is not None:
             self._switchboard.close()
             self._switchboard = None
         self._http.close()
+        self.lb.close()
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -141,21 +145,21 @@ class LocalCluster:
         """Start a worker, wait until it is ready, and put it in the proxy's rotation."""
         handle = self._start_worker(version, extra_env)
         handle.process.wait_ready(self.config.ready_timeout)
-        self._lb_admin("add", handle.lb_url)
-        self.wait_in_rotation({handle.lb_url})
+        self.lb.add(handle.lb_url)
+        self.lb.wait_for_backend(handle.lb_url)
         return handle
 
     def drain_worker(self, instance_id: str, *, timeout: float = 30.0) -> float:
         """Drain a worker (its computations hand back), wait for it to exit, forget it. Returns seconds taken."""
         handle = self.workers.pop(instance_id)
         started = time.monotonic()
-        self._lb_admin("drain", handle.lb_url)
+        self.lb.drain(handle.lb_url)
         self._http.post(f"{handle.url}/admin/drain", headers=self.admin_headers).raise_for_status()
         assert handle.process.popen is not None
         handle.process.popen.wait(timeout)
         elapsed = time.monotonic() - started
         handle.process.stop()
-        self._lb_admin("remove", handle.lb_url)
+        self.lb.remove(handle.lb_url)
         self._unplug(handle)
         return elapsed
 
@@ -175,7 +179,7 @@ class LocalCluster:
         handle.process.wait_ready(self.config.ready_timeout)
         if handle.cable is not None:
             handle.cable.plug()
-        self.wait_in_rotation({handle.lb_url})
+        self.lb.wait_for_backend(handle.lb_url)
         return handle
 
     def pause_worker(self, instance_id: str) -> None:
@@ -191,31 +195,22 @@ class LocalCluster:
     def restore_worker(self, instance_id: str) -> None:
         self._cable(instance_id).restore()
 
-    def remove_worker(self, instance_id: str) -> None:
-        """Forget a worker that is already gone (killed)."""
-        handle = self.workers.pop(instance_id)
-        handle.process.stop()
-        self._lb_admin("remove", handle.lb_url)
-        self._unplug(handle)
-
     # --- observation -------------------------------------------------------------------------------
 
-    def backends(self) -> list[dict[str, Any]]:
-        listing: list[dict[str, Any]] = self._http.get(f"{self.url}/lb/backends").json()
-        return listing
-
-    def wait_in_rotation(self, urls: set[str], timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            eligible = {b["url"] for b in self.backends() if b.get("healthy") and not b.get("drained")}
-            if urls <= eligible:
-                return
-            time.sleep(0.05)
-        raise NotReady(f"backends {sorted(urls)} not in the proxy's rotation after {timeout:.0f}s")
+    def worker_metrics(self, instance_id: str) -> MetricsPage:
+        """One scrape of a worker's own `/metrics`."""
+        return MetricsPage.parse(self._http.get(f"{self.workers[instance_id].url}/metrics").text)
 
     def worker_metric(self, instance_id: str, name: str, **labels: str) -> float:
-        """The value of one Prometheus sample of one worker (0 if absent)."""
-        return sample_value(self._http.get(f"{self.workers[instance_id].url}/metrics").text, name, **labels)
+        """A worker's samples called `name` with these labels, summed (0 if absent)."""
+        return self.worker_metrics(instance_id).value(name, **labels)
+
+    @property
+    def proxy_pid(self) -> int:
+        """The proxy process's id (CPU accounting in the benchmarks)."""
+        if self._proxy is None:
+            raise RuntimeError("the cluster is not running")
+        return self._proxy.pid
 
     @property
     def admin_headers(self) -> dict[str, str]:
@@ -271,7 +266,7 @@ class LocalCluster:
         if handle.cable is not None:
             handle.cable.close()
 
-    def _lb_process(self, backends: list[str]) -> ManagedProcess:
+    def _proxy_process(self, backends: list[str]) -> ManagedProcess:
         env = {
             **os.environ,
             "MRTR_LB_HOST": LOOPBACK,
@@ -287,7 +282,3 @@ class LocalCluster:
             log_path=self._log_dir / "lb.log",
             ready_url=f"{self.url}/lb/healthz",
         )
-
-    def _lb_admin(self, action: str, url: str) -> None:
-        response = self._http.post(f"{self.url}/lb/backends/{action}", params={"url": url})
-        response.raise_for_status()

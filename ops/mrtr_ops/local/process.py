@@ -11,13 +11,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
+
+from mrtr_ops.waiting import wait_until
+from mrtr_protocol.metrics import MetricsPage
 
 LOOPBACK = "127.0.0.1"
 
@@ -31,16 +32,15 @@ def free_port() -> int:
 
 
 def sample_value(metrics_text: str, name: str, **labels: str) -> float:
-    """One sample from a Prometheus text page (0 if absent)."""
-    for family in text_string_to_metric_families(metrics_text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
+    """The samples called `name` with these labels in a Prometheus text page, summed (0 if absent).
+
+    Kept for tests/worker; new code reads pages with `mrtr_protocol.metrics.MetricsPage`.
+    """
+    return MetricsPage.parse(metrics_text).value(name, **labels)
 
 
 class NotReady(RuntimeError):
-    """A process did not become ready in time (or died first); the message names its log."""
+    """A process died before it was ready, or a fleet change did not go as expected; the message says which."""
 
 
 @dataclass
@@ -73,19 +73,21 @@ class ManagedProcess:
         return self.popen is not None and self.popen.poll() is None
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Poll the readiness URL until it answers 200; fail early if the process exits."""
-        deadline = time.monotonic() + timeout
+        """Poll the readiness URL until it answers 200; fail early (`NotReady`) if the process exits.
+
+        Raises `TimeoutError` (naming the log) if it is still not ready after `timeout` seconds.
+        """
         with httpx.Client(timeout=1.0) as http:
-            while time.monotonic() < deadline:
+
+            def ready() -> bool:
                 if not self.running:
                     raise NotReady(f"{self.name} exited with {self.returncode()}; see {self.log_path}")
                 try:
-                    if http.get(self.ready_url).status_code == 200:
-                        return
+                    return http.get(self.ready_url).status_code == 200
                 except httpx.TransportError:
-                    pass
-                time.sleep(0.05)
-        raise NotReady(f"{self.name} not ready after {timeout:.0f}s; see {self.log_path}")
+                    return False
+
+            wait_until(ready, timeout=timeout, what=f"{self.name} to be ready (see {self.log_path})")
 
     def returncode(self) -> int | None:
         return None if self.popen is None else self.popen.poll()

@@ -6,7 +6,7 @@ rollback`, `docker service scale`, `docker stack rm`), so what the end-to-end
 check exercises is what the documentation says; the Docker SDK has no stacks
 and no rollback action anyway. Everything observed (tasks, update status, the
 end of a task) goes through the Docker SDK and `mrtr_ops.swarm.tasks`.
-Every wait polls a condition until a deadline.
+Every wait polls a condition until a deadline (`mrtr_ops.waiting.wait_until`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +23,13 @@ import docker
 from docker.models.services import Service
 
 from mrtr_ops.swarm.tasks import Task, UpdateStatus, converged, parse_task, parse_update_status
+from mrtr_ops.waiting import wait_until
 
 STACK_LABEL = "com.docker.stack.namespace"
 
 
-class SwarmTimeout(RuntimeError):
-    """A condition on the swarm did not hold before its deadline; the message says which."""
-
-
-def poll(condition: Callable[[], bool], what: str, timeout: float, interval: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():
-            return
-        if time.monotonic() >= deadline:
-            raise SwarmTimeout(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
+POLL_SECONDS = 0.5
+"""How often a wait asks the swarm again."""
 
 
 def port_taken(port: int) -> bool:
@@ -104,21 +95,19 @@ class SwarmStack:
     def scale(self, service: str, replicas: int) -> None:
         self._docker("service", "scale", "--detach", f"{self.qualified(service)}={replicas}")
 
-    def remove_services(self, *services: str) -> None:
-        self._docker("service", "rm", *(self.qualified(s) for s in services))
-
     def remove(self, timeout: float = 90.0) -> None:
         """`docker stack rm`, then wait until its containers and networks are gone (a redeploy would race them)."""
         if self.exists():
             self._docker("stack", "rm", self.name)
         label: dict[str, str | list[str] | bool] = {"label": f"{STACK_LABEL}={self.name}"}
-        poll(
+        wait_until(
             lambda: (
                 not self._engine.containers.list(all=True, filters=label, sparse=True, ignore_removed=True)
                 and not self._engine.networks.list(filters=label)
             ),
-            f"the containers and networks of stack {self.name} to go",
-            timeout,
+            timeout=timeout,
+            interval=POLL_SECONDS,
+            what=f"the containers and networks of stack {self.name} to go",
         )
 
     # --- observations --------------------------------------------------------------------------------
@@ -152,25 +141,23 @@ class SwarmStack:
 
     def wait_converged(self, service: str, timeout: float = 120.0) -> None:
         """Every replica runs (and, with a healthcheck, is healthy) on the image the spec names."""
-        poll(
+        wait_until(
             lambda: converged(self.tasks(service), self.image(service), self.replicas(service)),
-            f"{self.qualified(service)} to run {self.replicas(service)} tasks of {self.image(service)}",
-            timeout,
+            timeout=timeout,
+            interval=POLL_SECONDS,
+            what=f"{self.qualified(service)} to run its replicas of the image its spec names",
         )
 
     def wait_update(self, service: str, asked: float, timeout: float = 300.0) -> UpdateStatus:
         """Wait until the update (or rollback) asked for at `asked` has finished; return how it ended."""
-        found: list[UpdateStatus] = []
 
-        def finished() -> bool:
+        def finished() -> UpdateStatus | None:
             status = self.update_status(service)
-            if status.started >= asked - 1.0 and status.done:
-                found.append(status)
-                return True
-            return False
+            return status if status.started >= asked - 1.0 and status.done else None
 
-        poll(finished, f"the update of {self.qualified(service)} to finish", timeout, interval=1.0)
-        return found[0]
+        return wait_until(
+            finished, timeout=timeout, interval=1.0, what=f"the update of {self.qualified(service)} to finish"
+        )
 
     def signal(self, service: str, signal: str = "SIGTERM") -> None:
         """Send a signal to the containers of the service's running tasks (a swarm has no command for it)."""
@@ -180,15 +167,14 @@ class SwarmStack:
 
     def wait_done(self, service: str, timeout: float) -> list[Task]:
         """Wait until every task of a run-once service has exited; return them, last exit first."""
-        found: list[Task] = []
 
-        def exited() -> bool:
+        def exited() -> list[Task]:
             tasks = self.tasks(service)
-            found[:] = sorted((t for t in tasks if t.stopped), key=lambda t: t.changed, reverse=True)
-            return bool(found) and all(t.exit_code is not None for t in found) and not any(t.running for t in tasks)
+            stopped = sorted((t for t in tasks if t.stopped), key=lambda t: t.changed, reverse=True)
+            done = all(t.exit_code is not None for t in stopped) and not any(t.running for t in tasks)
+            return stopped if done else []
 
-        poll(exited, f"the tasks of {self.qualified(service)} to exit", timeout, interval=1.0)
-        return found
+        return wait_until(exited, timeout=timeout, interval=1.0, what=f"the tasks of {self.qualified(service)} to exit")
 
 
 def image_id(engine: docker.DockerClient, reference: str) -> str:

@@ -28,17 +28,15 @@ from typing import Any
 import docker
 import httpx
 
-from mrtr_ops.paths import project_root
 from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.swarm.stack import POLL_SECONDS, SwarmStack, image_id
 from mrtr_ops.swarm.tasks import Task, UpdateStatus, replacements
 from mrtr_ops.upgrade.rolling import Step, step_record
-from mrtr_ops.walkthrough.report import Inputs, load_events, verdict, write_report
 from mrtr_ops.waiting import wait_until
+from mrtr_ops.walkthrough.report import Inputs, load_events, verdict, write_report
 
 CLUSTER_FILES = ("compose.yaml", "compose.swarm.yaml")
 LOADTEST_FILES = (*CLUSTER_FILES, "compose.swarm-loadtest.yaml", "tests/e2e/swarm/locust-headless.yaml")
-LOCUST_SERVICES = ("locust-master", "locust-worker")
 
 PASS_CAP_SECONDS = 150
 """Room the load's time cap leaves for one rolling pass over three replicas (measured: 45 to 95 s with a
@@ -240,4 +238,3 @@ def run(stack: SwarmStack, out: Path, new_image: str, options: Options) -> tuple
     print((out / "summary.md").read_text())
     print(f"swarm-walkthrough: report in {out}/ ({'OK' if not problems else 'PROBLEMS: ' + '; '.join(problems)})")
     return (1 if problems else 0), summary
-

@@ -20,7 +20,6 @@ restart instead).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -28,7 +27,6 @@ from functools import partial
 from typing import Any
 
 from mrtr_ops.fleet import Fleet, FleetWorker, admin_call, metric
-from mrtr_ops.paths import project_root
 from mrtr_worker.keyring import KeyRing, new_secret
 
 SKEW_MARGIN_SECONDS = 2.0
@@ -169,51 +167,3 @@ class RollingUpgrade:
 
 def step_record(step: Step) -> dict[str, Any]:
     return asdict(step)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`scripts/rolling-upgrade`: upgrade (or roll back) the local cluster or the compose cluster."""
-    import argparse
-    import json
-    import re
-    import sys
-    from pathlib import Path
-
-    from mrtr_ops.compose.fleet import ComposeFleet
-    from mrtr_ops.local.control import ControlledFleet
-
-    parser = argparse.ArgumentParser(prog="scripts/rolling-upgrade", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--compose", action="store_true", help="the compose cluster (default: the local cluster)")
-    parser.add_argument("--work-dir", type=Path, default=Path(".cache/cluster"), help="the local cluster's work dir")
-    parser.add_argument("--rollback", action="store_true", help="replace v2 instances by v1 instead")
-    parser.add_argument("--no-wait", action="store_true", help="rollback: do not wait one TTL for v2-layout states")
-    parser.add_argument("--new-key", default="v2", help="name of the key version 2 brings (default v2)")
-    parser.add_argument("--state-ttl", type=float, help="seconds (default: the longest TTL the workers report)")
-    parser.add_argument("--steps-file", type=Path, help="write the steps with their times here (JSON)")
-    args = parser.parse_args(argv)
-
-    fleet: Fleet
-    if args.compose:
-        root = project_root()
-        project = os.environ.get("COMPOSE_PROJECT_NAME") or re.sub(r"[^a-z0-9_-]", "", root.name.lower())
-        fleet = ComposeFleet(root, project, f"http://127.0.0.1:{os.environ.get('MRTR_PORT', '8080')}")
-    else:
-        control = args.work_dir / "control.url"
-        if not control.exists():
-            print(
-                f"rolling-upgrade: no running local cluster ({control} missing); start scripts/cluster", file=sys.stderr
-            )
-            return 2
-        fleet = ControlledFleet(control.read_text().strip())
-
-    def show(step: Step) -> None:
-        detail = ", ".join(f"{k}={v}" for k, v in step.detail.items())
-        print(f"{time.strftime('%H:%M:%S')}  {step.name:<18} {step.ended - step.started:6.1f} s  {detail}", flush=True)
-
-    upgrade = RollingUpgrade(fleet, state_ttl=args.state_ttl, new_key=args.new_key, on_step=show)
-    steps = upgrade.rollback(wait_for_states=not args.no_wait) if args.rollback else upgrade.upgrade()
-    if args.steps_file is not None:
-        args.steps_file.write_text(json.dumps([step_record(s) for s in steps], indent=2))
-    versions = sorted({w.version for w in fleet.workers()})
-    print(f"rolling-upgrade: done; the fleet runs version(s) {versions}")
-    return 0

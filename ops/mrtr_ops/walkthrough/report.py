@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SHED_REASONS = ("admission", "pressure", "slice", "drain")
+from mrtr_protocol.rounds import HAND_BACK_REASONS
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def load_events(path: Path) -> list[dict[str, Any]]:
 def count_rounds(events: list[dict[str, Any]]) -> tuple[Counter[str], Counter[str]]:
     """Rounds by how they ended, and the hand-backs among them, over every hop of every request."""
     rounds = Counter(hop["reason"] for event in events for hop in event["hops"])
-    hand_backs = Counter({reason: n for reason, n in rounds.items() if reason in SHED_REASONS})
+    hand_backs = Counter({reason: n for reason, n in rounds.items() if reason in HAND_BACK_REASONS})
     return rounds, hand_backs
 
 
@@ -142,7 +142,7 @@ def plot(inputs: Inputs, path: Path) -> None:
         at = event["start"]
         for hop in event["hops"]:
             at += hop["ms"] / 1000
-            if hop["reason"] in SHED_REASONS:
+            if hop["reason"] in HAND_BACK_REASONS:
                 by_reason[hop["reason"]][min(span - 1, max(0, int(at - t0)))] += 1
 
     seconds = list(range(span))

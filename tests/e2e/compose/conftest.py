@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import docker
-import httpx
 import pytest
 from docker.models.containers import Container
 
 from mrtr_dev_issuer import DevIssuer
+from mrtr_ops.lb_admin import LbAdmin
 from tests.support.paths import ROOT
 
 
@@ -80,15 +79,8 @@ def container_ip(container: Container) -> str:
     return str(next(iter(networks.values()))["IPAddress"])
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def lb_backends(lb_url: str) -> list[dict[str, Any]]:
-    listing: list[dict[str, Any]] = httpx.get(f"{lb_url}/lb/backends").json()
-    return listing
+@pytest.fixture(scope="session")
+def lb(lb_url: str) -> Iterator[LbAdmin]:
+    """The proxy's admin API."""
+    with LbAdmin(lb_url) as admin:
+        yield admin

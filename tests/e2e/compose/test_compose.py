@@ -17,9 +17,11 @@ import pytest
 from mrtr_client import AuthenticationFailed, CallResult, Client, ScriptedInputs
 from mrtr_dev_issuer import DevIssuer
 from mrtr_ops.compose.fleet import ComposeFleet
+from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.upgrade.rolling import RollingUpgrade
+from mrtr_ops.waiting import wait_until
 from mrtr_worker.compute.primes import KNOWN_COUNTS
-from tests.e2e.compose.conftest import ServiceContainers, compose, container_ip, lb_backends, wait_for
+from tests.e2e.compose.conftest import ServiceContainers, compose, container_ip
 from tests.support.paths import ROOT
 
 LOGINS = {"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}}
@@ -93,7 +95,7 @@ def test_a_long_computation_hops_across_containers_and_is_right(balancer_url: st
 
 
 def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
-    lb_url: str, containers: ServiceContainers, token: str
+    lb: LbAdmin, containers: ServiceContainers, token: str
 ) -> None:
     limit = 1_000_000_000
     box: list[Any] = []
@@ -110,7 +112,7 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
     def call() -> None:
         try:
             http = httpx.Client(timeout=120, event_hooks={"response": [count_hand_backs]})
-            with Client(f"{lb_url}/mcp", http=http, token=token) as client:
+            with Client(f"{lb.url}/mcp", http=http, token=token) as client:
                 box.append(client.call_tool("count_primes", {"limit": limit}))
         except Exception as exc:
             box.append(exc)
@@ -122,10 +124,10 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
     busy: list[str] = []
 
     def computation_running() -> bool:
-        busy[:] = [b["url"] for b in lb_backends(lb_url) if b["in_flight"] > 0]
+        busy[:] = [b["url"] for b in lb.backends() if b["in_flight"] > 0]
         return bool(busy)
 
-    wait_for(computation_running, "a computation in flight")
+    wait_until(computation_running, timeout=60, interval=0.1, what="a computation in flight")
     victim = next(c for c in containers("worker") if f"http://{container_ip(c)}:8000" == busy[0])
     victim.stop(timeout=30)  # SIGTERM: the worker drains, handing the computation back
     thread.join(180)
@@ -140,18 +142,18 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
 
 
 def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
-    lb_url: str, containers: ServiceContainers, token: str
+    lb: LbAdmin, containers: ServiceContainers, token: str
 ) -> None:
     (proxy,) = containers("lb")
     started_at = proxy.attrs["State"]["StartedAt"]
     compose("up", "-d", "--wait", "--no-recreate", "--scale", "worker=5", "worker")
 
     def five_in_rotation() -> bool:
-        return sum(1 for b in lb_backends(lb_url) if b["healthy"]) == 5
+        return sum(1 for b in lb.backends() if b["healthy"]) == 5
 
-    wait_for(five_in_rotation, "five healthy backends in the proxy")
+    wait_until(five_in_rotation, timeout=60, interval=0.1, what="five healthy backends in the proxy")
     seen = set()
-    with httpx.Client() as http, Client(f"{lb_url}/mcp", http=http, token=token) as client:
+    with httpx.Client() as http, Client(f"{lb.url}/mcp", http=http, token=token) as client:
         for n in range(15):
             done = client.call_tool("echo", {"text": str(n)})
             seen.add(done.trace.hops[-1].instance)
@@ -209,7 +211,12 @@ def test_the_locust_suite_runs_distributed_in_the_loadtest_profile() -> None:
             return {}
         return body
 
-    wait_for(lambda: stats().get("worker_count") == 2, "the Locust master to see its two workers")
+    wait_until(
+        lambda: stats().get("worker_count") == 2,
+        timeout=60,
+        interval=0.1,
+        what="the Locust master to see its two workers",
+    )
     started = httpx.post(f"{ui}/swarm", data={"user_count": 4, "spawn_rate": 2, "host": "http://lb:8080"}, timeout=10)
     assert started.json()["success"] is True
 
@@ -218,7 +225,12 @@ def test_the_locust_suite_runs_distributed_in_the_loadtest_profile() -> None:
         return body
 
     try:
-        wait_for(lambda: summary()["requests"] >= 20, "the workers' MRTR figures on the master", timeout=120)
+        wait_until(
+            lambda: summary()["requests"] >= 20,
+            timeout=120,
+            interval=0.1,
+            what="the workers' MRTR figures on the master",
+        )
         figures = summary()
         errors = stats().get("errors", [])
     finally:

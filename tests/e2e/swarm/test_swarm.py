@@ -14,21 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import httpx
 import pytest
 
 from mrtr_client import AuthenticationFailed, Client, ScriptedInputs
-from mrtr_ops.swarm.stack import SwarmStack, poll
+from mrtr_ops.lb_admin import LbAdmin
+from mrtr_ops.swarm.stack import POLL_SECONDS, SwarmStack
 from mrtr_ops.swarm.walkthrough import CLUSTER_FILES, LOADTEST_FILES, Options, in_rotation, run
+from mrtr_ops.waiting import wait_until
 from tests.support.paths import ROOT
 
 LOGINS = {"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}}
 SECOND = 1_000_000_000  # the Docker API's durations are nanoseconds
-
-
-def backends(lb_url: str) -> list[dict[str, Any]]:
-    listing: list[dict[str, Any]] = httpx.get(f"{lb_url}/lb/backends", timeout=5).json()
-    return listing
 
 
 def test_docker_stack_config_accepts_the_recipes_files() -> None:
@@ -67,7 +63,8 @@ def test_the_workers_keep_the_images_health_check_with_more_patience(
 def test_the_proxy_found_every_worker_through_tasks_dns_and_spreads_calls(
     stack: SwarmStack, lb_url: str, token: str
 ) -> None:
-    listing = backends(lb_url)
+    with LbAdmin(lb_url) as lb:
+        listing = lb.backends()
     assert len(listing) == 3
     assert {b["source"] for b in listing} == {"dns"}
     seen = set()
@@ -91,10 +88,21 @@ def test_scaling_the_service_is_followed_by_the_proxy_without_a_restart(
     proxy = next(t for t in stack.tasks("lb") if t.running)
     since = int(time.time())
     stack.scale("worker", 4)
-    poll(lambda: in_rotation(lb_url) == 4, "four workers in the proxy's rotation", timeout=120)
+    wait_until(
+        lambda: in_rotation(lb_url) == 4,
+        timeout=120,
+        interval=POLL_SECONDS,
+        what="four workers in the proxy's rotation",
+    )
     fourth = next(t for t in stack.tasks("worker") if t.running and t.slot == 4)
     stack.scale("worker", 3)
-    poll(lambda: in_rotation(lb_url) == 3 and len(backends(lb_url)) == 3, "three workers again", timeout=120)
+    with LbAdmin(lb_url) as lb:
+        wait_until(
+            lambda: in_rotation(lb_url) == 3 and len(lb.backends()) == 3,
+            timeout=120,
+            interval=POLL_SECONDS,
+            what="three workers again",
+        )
     stack.wait_converged("worker")
     assert next(t for t in stack.tasks("lb") if t.running).id == proxy.id, "the proxy must not have been replaced"
     # The swarm forgets a task scaled away; the engine's events still tell how its container ended.
@@ -106,7 +114,7 @@ def test_scaling_the_service_is_followed_by_the_proxy_without_a_restart(
         exits[:] = [event["Actor"]["Attributes"]["exitCode"] for event in events]
         return bool(exits)
 
-    poll(died, "the task scaled away to exit", timeout=60)
+    wait_until(died, timeout=60, interval=POLL_SECONDS, what="the task scaled away to exit")
     assert exits == ["0"], "the task scaled away drained and exited by itself"
 
 

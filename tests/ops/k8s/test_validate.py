@@ -105,7 +105,7 @@ spec:
 
 def _validate_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mrtr_ops.k8s.render", *args], cwd=ROOT, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "mrtr_ops.k8s", *args], cwd=ROOT, capture_output=True, text=True, check=False
     )
 
 
