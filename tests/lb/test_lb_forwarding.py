@@ -43,15 +43,19 @@ async def test_delivered_then_dropped_is_502_and_not_retried(
     assert len(good.seen) == 2  # the good backend never got a copy of the failed ones
 
 
+@pytest.mark.parametrize("mode", ["close", "partial"])
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
 async def test_idempotent_method_is_not_resent_either(
-    make_rude: MakeRude, make_lb: MakeLB, client: aiohttp.ClientSession
+    method: str, mode: RudeMode, make_rude: MakeRude, make_lb: MakeLB, client: aiohttp.ClientSession
 ) -> None:
-    # aiohttp's client would silently retry a GET on a fresh connection; the proxy must not.
-    rude = await make_rude("close")
+    # aiohttp's client would silently retry these on a fresh connection; the proxy must not.
+    rude = await make_rude(mode)
     lb = await make_lb(backends=[rude.url])
-    async with client.get(f"{lb.url}/mcp") as resp:
+    data = jsonrpc_body() if method == "PUT" else None
+    async with client.request(method, f"{lb.url}/mcp", data=data) as resp:
         assert resp.status == 502
-    assert rude.seen == ["GET /mcp"]
+        assert (await resp.json())["error"]["message"].startswith("upstream failed: ")
+    assert rude.seen == [f"{method} /mcp"]
 
 
 async def test_truncated_body_is_passed_on_as_a_broken_response(

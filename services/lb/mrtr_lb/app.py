@@ -32,7 +32,12 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def upstream_session(settings: Settings) -> aiohttp.ClientSession:
-    """The forwarding client: pooled keep-alive, no cookies, bytes passed through untouched."""
+    """The forwarding client: pooled keep-alive, no cookies, bytes passed through untouched.
+
+    aiohttp re-sends an idempotent request once when a connection breaks under it;
+    the proxy turns that off per request (`proxy.send_once`), since the backend may
+    already have acted on the first copy.
+    """
     keepalive = settings.upstream_keepalive
     connector = aiohttp.TCPConnector(
         limit=settings.max_upstream_connections,
@@ -40,7 +45,7 @@ def upstream_session(settings: Settings) -> aiohttp.ClientSession:
         force_close=keepalive == 0,
         keepalive_timeout=keepalive if keepalive > 0 else None,
     )
-    session = aiohttp.ClientSession(
+    return aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(
             total=None, sock_connect=settings.connect_timeout, sock_read=settings.read_timeout
@@ -50,10 +55,6 @@ def upstream_session(settings: Settings) -> aiohttp.ClientSession:
         skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
         trust_env=False,
     )
-    # aiohttp silently re-sends idempotent requests when a kept-alive connection
-    # fails; the backend may already have acted on the first copy. Turn it off.
-    session._retry_connection = False
-    return session
 
 
 @web.middleware

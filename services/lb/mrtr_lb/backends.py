@@ -105,10 +105,6 @@ class BackendPool:
     def __len__(self) -> int:
         return len(self._backends)
 
-    @property
-    def backends(self) -> tuple[Backend, ...]:
-        return tuple(self._backends)
-
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call `listener` after run-time membership changes (the health checker re-syncs its loops)."""
         self._listeners.append(listener)

@@ -51,6 +51,31 @@ REQUEST_DROP = HOP_BY_HOP | {"content-length", "expect"}
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
+def send_once() -> aiohttp.ClientMiddlewareType:
+    """A client middleware for one request that lets it reach the backend at most once.
+
+    When an idempotent request (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) fails with
+    ``ServerDisconnectedError`` or ``ClientOSError`` (other than a connect error), aiohttp
+    sends it once more on a fresh connection (RFC 9112 section 9.3.1) by running the
+    middleware chain again. The backend may already have acted on the first copy, so
+    this middleware answers the second run with the first failure, sending nothing.
+    Connect failures are never retried by aiohttp; the proxy retries those itself.
+    """
+    failure: BaseException | None = None
+
+    async def middleware(req: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
+        nonlocal failure
+        if failure is not None:
+            raise failure
+        try:
+            return await handler(req)
+        except BaseException as exc:
+            failure = exc
+            raise
+
+    return middleware
+
+
 def forwardable(headers: CIMultiDictProxy[str] | CIMultiDict[str], drop: frozenset[str]) -> CIMultiDict[str]:
     """Copy end-to-end headers, dropping hop-by-hop ones and those named in ``Connection``."""
     dropped = set(drop)
@@ -230,7 +255,7 @@ class Proxy:
         url = URL(backend.url + request.rel_url.raw_path_qs, encoded=True)
         try:
             upstream = await self._session.request(
-                request.method, url, headers=headers, data=data, allow_redirects=False
+                request.method, url, headers=headers, data=data, allow_redirects=False, middlewares=(send_once(),)
             )
         except UNDELIVERED as exc:
             self._count_error(backend, "connect", exc)

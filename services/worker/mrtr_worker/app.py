@@ -4,7 +4,7 @@
 session id). Beside it the host serves what an orchestrator needs:
 `/healthz` (alive), `/readyz` (ready for traffic; 503 while draining),
 `/metrics` (Prometheus), and the operator's `/admin/...` endpoints (drain,
-key ring reload, state format). The proxy forwards only `/mcp`, and the
+key ring reload, state format; `mrtr_worker.admin`). The proxy forwards only `/mcp`, and the
 admin endpoints also require the operator's token when one is configured.
 `/mcp` itself takes bearer tokens (see `mrtr_worker.auth`).
 """
@@ -16,19 +16,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from fastapi import APIRouter, Depends, FastAPI
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from mrtr_worker import rejections
-from mrtr_worker.admin_auth import AdminGuard
+from mrtr_worker.admin import admin_router
 from mrtr_worker.auth import JwtVerifier, authenticate
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.headers import InstanceHeaders
-from mrtr_worker.keyring import KeyRing, KeyRingError
+from mrtr_worker.keyring import KeyRing
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.modern_only import ModernOnly
@@ -125,7 +125,7 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
 
     app = FastAPI(title="mrtr-worker", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.worker = worker
-    admin = APIRouter(dependencies=[Depends(AdminGuard(settings.admin_token_text()))])
+    admin = admin_router(worker)
     authenticated_mcp = authenticate(
         ModernOnly(mcp_app),
         _token_verifier(settings),
@@ -146,54 +146,6 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(generate_latest(worker.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    @admin.post("/admin/drain")
-    async def drain() -> dict[str, object]:
-        """Readiness turns false, computations hand back at their next step, the process exits once idle."""
-        worker.drain()
-        return {"draining": True, "in_flight": worker.lifecycle.busy_requests}
-
-    @admin.get("/admin/state")
-    async def state_policy() -> dict[str, object]:
-        """What this instance reads and writes: state formats and keys (names only, never secrets)."""
-        layout, ring = worker.identity.layout, worker.codec.ring
-        return {
-            "version": worker.identity.version,
-            "readable_formats": sorted(layout.readable),
-            "write_format": layout.write_format,
-            "keys": ring.sealing_names(),
-            "primary_key": ring.primary,
-            "state_ttl_seconds": settings.state_ttl_seconds,
-        }
-
-    @admin.post("/admin/state-format")
-    async def set_state_format(write: int) -> JSONResponse:
-        """Contract (or expand back) the state layout this instance writes."""
-        try:
-            worker.identity.layout.set_write_format(write)
-        except ValueError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=409)
-        logger.info("now writing state format %s", write)
-        return JSONResponse(await state_policy())
-
-    @admin.post("/admin/keyring/reload")
-    async def reload_keyring() -> JSONResponse:
-        """Re-read the key ring file (a rotation step); on any problem the current ring stays."""
-        if settings.keyring_file is None:
-            return JSONResponse({"error": "the ring comes from MRTR_WORKER_KEYRING; restart to change it"}, 409)
-        try:
-            ring = KeyRing.parse(settings.keyring_file.read_text())
-        except (KeyRingError, OSError) as exc:
-            return JSONResponse({"error": f"key ring not reloaded: {exc}"}, status_code=409)
-        worker.codec.use_ring(ring)
-        logger.info("key ring reloaded: keys %s, primary %s", ring.sealing_names(), ring.primary)
-        return JSONResponse(await state_policy())
-
-    @admin.post("/admin/undrain")
-    async def undrain() -> dict[str, bool]:
-        worker.lifecycle.undrain()
-        worker.metrics.ready.set(1)
-        return {"draining": False}
 
     app.include_router(admin)
     app.mount("/", authenticated_mcp)  # after the host routes, so they match first

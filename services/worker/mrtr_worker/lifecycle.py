@@ -6,7 +6,6 @@ endpoint and the SIGTERM handler all flip the same switch.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -17,8 +16,6 @@ class Lifecycle:
     def __init__(self) -> None:
         self._draining = False
         self._busy = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
         self.on_drained: Callable[[], None] | None = None
         """Called once the instance is draining and idle: the host stops the process."""
 
@@ -46,17 +43,12 @@ class Lifecycle:
     def busy(self) -> Iterator[None]:
         """Mark one MCP request in flight."""
         self._busy += 1
-        self._idle.clear()
         try:
             yield
         finally:
             self._busy -= 1
             if self._busy == 0:
-                self._idle.set()
                 self._maybe_finish()
-
-    async def wait_idle(self) -> None:
-        await self._idle.wait()
 
     def _maybe_finish(self) -> None:
         if self._draining and self._busy == 0 and self.on_drained is not None:

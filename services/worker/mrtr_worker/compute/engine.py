@@ -21,7 +21,8 @@ import os
 import signal
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
 
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
@@ -67,15 +68,31 @@ def _pool_process_setup(worker_pid: int) -> None:
 class Engine:
     """One worker's computation engine: its slots, its process pool and its shedding policy."""
 
-    def __init__(self, settings: SheddingSettings, lifecycle: Lifecycle, metrics: WorkerMetrics) -> None:
+    def __init__(
+        self,
+        settings: SheddingSettings,
+        lifecycle: Lifecycle,
+        metrics: WorkerMetrics,
+        *,
+        executor: Executor | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`executor` and `clock` are seams for tests: steps run there instead of in the engine's own
+        process pool (which is then never started; the caller owns the executor), and slices are
+        timed by `clock` (seconds) instead of `time.monotonic`.
+        """
         self.policy = SheddingPolicy(settings)
         self._slots = Slots(settings.max_concurrent)
         self._lifecycle = lifecycle
         self._metrics = metrics
+        self._executor = executor
+        self._clock = clock
         self._pool: ProcessPoolExecutor | None = None
         self._max_workers = settings.max_concurrent
 
     async def start(self) -> None:
+        if self._executor is not None:
+            return
         # "spawn", not fork: the parent runs an event loop and threads, which fork would copy half-alive.
         self._pool = ProcessPoolExecutor(
             self._max_workers,
@@ -125,9 +142,10 @@ class Engine:
     async def _run_slice(
         self, rnd: Round, computation: Computation, state: State, steps: int
     ) -> CallToolResult | InputRequiredResult:
-        assert self._pool is not None, "engine not started"
+        executor = self._executor if self._executor is not None else self._pool
+        assert executor is not None, "engine not started"
         loop = asyncio.get_running_loop()
-        started = time.monotonic()
+        started = self._clock()
         steps_counter = self._metrics.compute_steps.labels(tool=computation.name)
         while not computation.done(state):
             question = computation.question(state)
@@ -137,7 +155,7 @@ class Engine:
                 state = question.apply(state, None)  # cannot ask: proceed as if declined
                 continue
             boundary = Boundary(
-                slice_ms=(time.monotonic() - started) * 1000,
+                slice_ms=(self._clock() - started) * 1000,
                 hops=rnd.trace.hops,
                 waiting=self._slots.waiting,
                 draining=self._lifecycle.draining,
@@ -145,7 +163,7 @@ class Engine:
             reason = self.policy.at_boundary(boundary) if rnd.can_hand_back else None
             if reason is not None:
                 return self._hand_back(rnd, state, steps, reason)
-            state = await loop.run_in_executor(self._pool, computation.step, state)
+            state = await loop.run_in_executor(executor, computation.step, state)
             steps += 1
             steps_counter.inc()
         return self._complete(rnd, computation, state, steps)

@@ -1,0 +1,79 @@
+"""The operator's `/admin/...` endpoints of one worker: drain, state format, key ring reload.
+
+Every route requires the operator's token when one is configured
+(`mrtr_worker.admin_auth`); the proxy never forwards `/admin`, so they are
+reachable only on the worker's own port.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from mrtr_worker.admin_auth import AdminGuard
+from mrtr_worker.keyring import KeyRing, KeyRingError
+
+if TYPE_CHECKING:
+    from mrtr_worker.app import Worker
+
+logger = logging.getLogger("mrtr_worker.app")
+"""The host's logger, as before the routes moved here: operators grep for these lines."""
+
+
+def admin_router(worker: Worker) -> APIRouter:
+    """The admin routes bound to one worker, behind its admin token guard."""
+    settings = worker.settings
+    admin = APIRouter(dependencies=[Depends(AdminGuard(settings.admin_token_text()))])
+
+    @admin.post("/admin/drain")
+    async def drain() -> dict[str, object]:
+        """Readiness turns false, computations hand back at their next step, the process exits once idle."""
+        worker.drain()
+        return {"draining": True, "in_flight": worker.lifecycle.busy_requests}
+
+    @admin.get("/admin/state")
+    async def state_policy() -> dict[str, object]:
+        """What this instance reads and writes: state formats and keys (names only, never secrets)."""
+        layout, ring = worker.identity.layout, worker.codec.ring
+        return {
+            "version": worker.identity.version,
+            "readable_formats": sorted(layout.readable),
+            "write_format": layout.write_format,
+            "keys": ring.sealing_names(),
+            "primary_key": ring.primary,
+            "state_ttl_seconds": settings.state_ttl_seconds,
+        }
+
+    @admin.post("/admin/state-format")
+    async def set_state_format(write: int) -> JSONResponse:
+        """Contract (or expand back) the state layout this instance writes."""
+        try:
+            worker.identity.layout.set_write_format(write)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=409)
+        logger.info("now writing state format %s", write)
+        return JSONResponse(await state_policy())
+
+    @admin.post("/admin/keyring/reload")
+    async def reload_keyring() -> JSONResponse:
+        """Re-read the key ring file (a rotation step); on any problem the current ring stays."""
+        if settings.keyring_file is None:
+            return JSONResponse({"error": "the ring comes from MRTR_WORKER_KEYRING; restart to change it"}, 409)
+        try:
+            ring = KeyRing.parse(settings.keyring_file.read_text())
+        except (KeyRingError, OSError) as exc:
+            return JSONResponse({"error": f"key ring not reloaded: {exc}"}, status_code=409)
+        worker.codec.use_ring(ring)
+        logger.info("key ring reloaded: keys %s, primary %s", ring.sealing_names(), ring.primary)
+        return JSONResponse(await state_policy())
+
+    @admin.post("/admin/undrain")
+    async def undrain() -> dict[str, bool]:
+        worker.lifecycle.undrain()
+        worker.metrics.ready.set(1)
+        return {"draining": False}
+
+    return admin
