@@ -11,12 +11,13 @@ import logging
 import os
 import time
 from argparse import Namespace
-from typing import Any
+from typing import Any, ClassVar
 
 import gevent  # type: ignore[import-untyped]  # gevent ships no type information
 from locust import events
 from locust.argument_parser import LocustArgumentParser
 from locust.env import Environment
+from locust.rpc import Message as _Message
 from locust.runners import MasterRunner, Runner, WorkerRunner
 from locust.web import WebUI
 
@@ -26,9 +27,14 @@ from mrtr_locust.runtime import STATS, STOP_FILE_ENV, SUMMARY_ENV
 
 logger = logging.getLogger("mrtr_locust")
 
+FINAL_REPORTS_WAIT = 30.0
+"""Seconds a quitting master waits, at most, for every worker's last report (Locust itself waits 0.5 s)."""
+
 _installed = False
 hooks: Any = events
 """`locust.events` (its `EventHook.add_listener` is untyped)."""
+Message: Any = _Message
+"""`locust.rpc.Message` (untyped)."""
 
 
 class _Run:
@@ -39,6 +45,8 @@ class _Run:
     guard: Any = None
     """The greenlet that stops a web UI run after --mrtr-max-run-time."""
     text: str | None = None
+    workers: ClassVar[set[str]] = set()
+    """The workers that reported during the current run (a master's)."""
 
 
 def install() -> None:
@@ -46,6 +54,14 @@ def install() -> None:
     if _installed:
         return
     _installed = True
+    # The references take seconds of CPU on a busy machine. Computed here, on import of the locustfile,
+    # they are ready before a worker connects to its master: a worker computing them once connected
+    # sent no heartbeat for as long (a thread did not help), its master dropped it as missing and
+    # stopped the run, which then ended with no request. Users never block on them either. The event
+    # loop caches its clock: refreshed afterwards, or a `--run-time` timer set next would count those
+    # seconds as already run (a 6 s run ended after 1 s).
+    expected.precompute()
+    gevent.get_hub().loop.update_now()
     hooks.init_command_line_parser.add_listener(add_options)
     hooks.init.add_listener(on_init)
     hooks.test_start.add_listener(on_test_start)
@@ -102,10 +118,9 @@ def on_init(environment: Environment, runner: Runner | None, web_ui: WebUI | Non
     if not isinstance(runner, WorkerRunner):
         _bound_users(environment, runner)
         _bound_run_time(environment)
-        _stop_on_file(environment, runner)
-    if not isinstance(runner, MasterRunner):
-        # The references take a second or two of CPU: a real thread, so heartbeats keep flowing meanwhile.
-        gevent.get_hub().threadpool.apply(expected.precompute)
+        _stop_on_file(environment, runner, web_ui)
+    if isinstance(runner, MasterRunner):
+        _await_final_reports(runner)
     if isinstance(runner, WorkerRunner):
         hooks.report_to_master.add_listener(on_report_to_master)
     if isinstance(runner, MasterRunner):
@@ -138,26 +153,71 @@ def _bound_run_time(environment: Environment) -> None:
         logger.info("no --run-time given: this run stops after %d s (--mrtr-max-run-time)", cap)
 
 
-def _stop_on_file(environment: Environment, runner: Runner) -> None:
-    """`$MRTR_LOCUST_STOP_FILE`: a headless run also ends once this file exists, exactly as at the end of its
-    run time (users finish within --stop-timeout, then the summary): a driver whose scenario takes longer on a
-    busy machine keeps the load going until it is done, and `--run-time` still bounds it."""
+def _stop_on_file(environment: Environment, runner: Runner, web_ui: WebUI | None) -> None:
+    """`$MRTR_LOCUST_STOP_FILE`: a headless or `--autostart` run also ends once this file exists, exactly as at
+    the end of its run time (users finish within --stop-timeout, then the summary; an `--autostart` run then
+    waits `--autoquit`): a driver whose scenario takes longer on a busy machine keeps the load going until it
+    is done, and `--run-time` still bounds it."""
     path = os.environ.get(STOP_FILE_ENV)
-    if not path or not _option(environment, "headless", False):
+    headless = bool(_option(environment, "headless", False))
+    if not path or not (headless or _option(environment, "autostart", False)):
         return
 
     def watch() -> None:
         while not os.path.exists(path):
             gevent.sleep(0.2)
         logger.info("%s exists: stopping the run", path)
+        if headless:
+            runner.quit()
+            return
+        runner.stop()  # what Locust does at the end of an --autostart run's --run-time
+        autoquit = int(_option(environment, "autoquit", -1))
+        if autoquit == -1:
+            return
+        gevent.sleep(autoquit)
         runner.quit()
+        if web_ui is not None:
+            stop_ui: Any = web_ui.stop  # untyped in Locust
+            stop_ui()
 
     gevent.spawn(watch)
+
+
+def _await_final_reports(runner: MasterRunner) -> None:
+    """A quitting master waits until every worker has said it quit, so it has every worker's last report.
+
+    Locust 2.47's master sends `quit` to its workers, then waits half a second for their final reports
+    before it stops listening; a worker on a busy machine answers later, and the master (Locust's own
+    figures and the suite's) then misses that worker's last interval. A worker sends its final report,
+    then `quit` (in that order, on one connection), so once every worker's `quit` has arrived, every
+    report has. This is Locust's `MasterRunner.quit` with that wait instead of the half second, bounded by
+    `FINAL_REPORTS_WAIT` (a worker that vanished never answers).
+    """
+
+    def quit_after_final_reports() -> None:
+        runner.stop(send_stop_to_client=False)
+        for client in runner.clients.all:
+            runner.server.send_to_client(Message("quit", None, client.id))
+        waiting = gevent.Timeout(FINAL_REPORTS_WAIT)
+        waiting.start()
+        try:
+            while runner.clients.all:
+                gevent.sleep(0.05)
+        except gevent.Timeout as timeout:
+            if timeout is not waiting:
+                raise
+            logger.warning("%d worker(s) did not say goodbye: their last report is missing", len(runner.clients.all))
+        finally:
+            waiting.close()
+        runner.greenlet.kill(block=True)
+
+    runner.quit = quit_after_final_reports  # type: ignore[method-assign]
 
 
 def on_test_start(environment: Environment, **_: Any) -> None:
     STATS.reset()
     _Run.started = time.time()
+    _Run.workers = set()
     runner = environment.runner
     if runner is None or isinstance(runner, WorkerRunner) or _option(environment, "headless", False):
         return
@@ -192,6 +252,7 @@ def on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
 
 def on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
     if isinstance(data.get("mrtr"), dict):
+        _Run.workers.add(client_id)
         STATS.merge_wire(data["mrtr"])
 
 
@@ -212,7 +273,7 @@ def current_summary(environment: Environment) -> dict[str, Any]:
         "host": environment.host,
         "user_classes": sorted(c.__name__ for c in environment.user_classes),
         "distributed": isinstance(runner, MasterRunner),
-        "workers": runner.worker_count if isinstance(runner, MasterRunner) else 0,
+        "workers": len(_Run.workers) if isinstance(runner, MasterRunner) else 0,
         "started": _Run.started,
         "ended": time.time(),
         "pace": _option(environment, "mrtr_pace", 1.0),

@@ -9,7 +9,6 @@ question answered.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,9 +17,9 @@ from typing import Any
 import httpx
 
 from mrtr_client import ScriptedInputs
-
-ROUND_META_KEY = "mrtr-cluster.dev/round"
-RETRYABLE_STATUSES = frozenset({502, 503, 504})
+from mrtr_protocol import events
+from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
+from mrtr_protocol.rounds import ERROR, RETRYABLE_STATUSES, TRANSPORT, end_reason
 
 
 @dataclass(frozen=True)
@@ -54,12 +53,12 @@ class RecordingTransport(httpx.BaseTransport):
             response = self.inner.handle_request(request)
             response.read()
         except Exception:
-            self.hops.append(HopRecord(None, None, "transport", _ms_since(started), None))
+            self.hops.append(HopRecord(None, None, TRANSPORT, _ms_since(started), None))
             raise
         self.hops.append(
             HopRecord(
-                response.headers.get("x-worker-id"),
-                response.headers.get("x-worker-version"),
+                response.headers.get(WORKER_ID_HEADER),
+                response.headers.get(WORKER_VERSION_HEADER),
                 round_end_reason(response.status_code, response.headers.get("content-type", ""), response.content),
                 _ms_since(started),
                 response.status_code,
@@ -72,34 +71,19 @@ class RecordingTransport(httpx.BaseTransport):
 
 
 def round_end_reason(status: int, content_type: str, body: bytes) -> str:
-    """Why a round ended, as the client's trace names it: input, admission, ..., complete, error, transport."""
+    """Why a round ended, as the client's trace names it: input, admission, ..., complete, error, transport.
+
+    The reply is read by `mrtr_protocol.events` (JSON or server-sent events, the last response wins) and the
+    reason by `mrtr_protocol.rounds.end_reason`, as the client reads them.
+    """
     if status in RETRYABLE_STATUSES:
-        return "transport"
-    message = _message(content_type, body)
-    if message is None or "error" in message:
-        return "error"
-    result = message.get("result")
-    if not isinstance(result, dict):
-        return "error"
-    if result.get("resultType", "complete") != "input_required":
-        return "complete"
-    meta = result.get("_meta")
-    hint = meta.get(ROUND_META_KEY) if isinstance(meta, dict) else None
-    return str(hint.get("reason", "input")) if isinstance(hint, dict) else "input"
-
-
-def _message(content_type: str, body: bytes) -> dict[str, Any] | None:
-    texts = [body.decode("utf-8", "replace")]
-    if "text/event-stream" in content_type:
-        texts = [line[5:].strip() for line in texts[0].splitlines() if line.startswith("data:")]
-    for text in reversed(texts):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(parsed, dict) and ("result" in parsed or "error" in parsed):
-            return parsed
-    return None
+        return TRANSPORT
+    try:
+        message = events.response(content_type, body)
+    except ValueError:
+        return ERROR
+    result = None if message is None or "error" in message else message.get("result")
+    return end_reason(result) if isinstance(result, dict) else ERROR
 
 
 @dataclass

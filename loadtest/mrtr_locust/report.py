@@ -20,10 +20,26 @@ class Verdict:
         return {"check": self.check, "value": self.value, "limit": self.limit, "ok": self.ok}
 
 
+NO_REQUESTS = "no requests: the run made no request, so it checked nothing (did the users or workers start?)"
+"""What the text summary says when the `requests` check fails."""
+
+RELATIONS = {"requests": ">="}
+"""How a check's value must compare with its limit: `requests` at least its limit, a count `=` (zero), a p95 `<=`."""
+
+
+def relation(check: str) -> str:
+    return RELATIONS.get(check, "<=" if check.startswith("p95_ms ") else "=")
+
+
 def verdicts(stats: MrtrStats, p95_bounds: Mapping[str, float]) -> list[Verdict]:
-    """Failures, wrong answers and re-asked questions must be zero; each class's p95 within its bound."""
+    """At least one request; failures, wrong answers and re-asked questions zero; each class's p95 within its bound.
+
+    A run that made no request (no user started, a worker that never ran users, a run time too short for
+    one call) proved nothing, so it fails rather than passing with empty figures.
+    """
     c = stats.counts
-    found = [Verdict(name, c[name], 0, c[name] == 0) for name in ("failures", "wrong_answers", "reasked_questions")]
+    found = [Verdict("requests", c["requests"], 1, c["requests"] >= 1)]
+    found += [Verdict(name, c[name], 0, c[name] == 0) for name in ("failures", "wrong_answers", "reasked_questions")]
     for user_class, latency in sorted(stats.by_class.items()):
         bound = p95_bounds.get(user_class)
         if bound is None:
@@ -102,9 +118,11 @@ def text(doc: Mapping[str, Any]) -> str:
                 f"{'' if bound is None else f'{bound:.0f}':>11}"
             )
     failed = [v for v in doc["thresholds"]["checks"] if not v["ok"]]
+    if any(v["check"] == "requests" for v in failed):
+        lines.append(NO_REQUESTS)
     if failed:
-        reasons = "; ".join(f"{v['check']} = {v['value']} (limit {v['limit']})" for v in failed)
+        reasons = "; ".join(f"{v['check']} = {v['value']} (limit {relation(v['check'])} {v['limit']})" for v in failed)
         lines.append(f"thresholds: FAILED: {reasons}")
     else:
-        lines.append("thresholds: passed (no failures, wrong answers or re-asked questions; every p95 within bound)")
+        lines.append("thresholds: passed (requests made, none failed, wrong or re-asked; every p95 within bound)")
     return "\n".join(lines)

@@ -3,23 +3,39 @@
 One `RequestRecord` per logical request (a call driven through all its
 rounds). `MrtrStats` counts them; `to_wire`/`merge_wire` carry the counts from
 Locust workers to the master (`report_to_master`/`worker_report`), as deltas.
+No Locust import: the tests read these without gevent's patching.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from locust.stats import bucket_response_time, calculate_response_time_percentile
-
 from mrtr_locust.recorder import HopRecord
-
-SHED_REASONS = frozenset({"admission", "pressure", "slice", "drain"})
-"""Round ends where the server handed work back with no question (the client retried at once)."""
+from mrtr_protocol.rounds import HAND_BACK_REASONS
 
 PERCENTILES = (0.5, 0.95, 0.99)
+
+
+def percentiles(samples: Iterable[float], fractions: Iterable[float] = PERCENTILES) -> list[float | None]:
+    """The suite's one ranking rule, for every latency it reports (summary, web UI, thresholds).
+
+    `statistics.quantiles(samples, n=100, method="inclusive")`: the p-th percentile of N sorted samples
+    is the linear interpolation between the two samples around rank p * (N - 1), counting from 0. So
+    p50 is the median, no percentile exceeds the largest sample, and p50 <= p95 <= p99. One sample is
+    every percentile; none gives None. `fractions` are whole percents (0.5, 0.95, 0.99).
+    """
+    data = sorted(samples)
+    wanted = list(fractions)
+    if not data:
+        return [None for _ in wanted]
+    if len(data) == 1:
+        return [data[0] for _ in wanted]
+    cuts = statistics.quantiles(data, n=100, method="inclusive")
+    return [cuts[round(fraction * 100) - 1] for fraction in wanted]
 
 
 @dataclass(frozen=True)
@@ -69,55 +85,48 @@ class RequestRecord:
 
 @dataclass
 class Latency:
-    """Requests, failures and a response-time histogram (Locust's buckets) for one user class or name."""
+    """Requests, failures and every response time (ms) for one user class or name; percentiles by `percentiles`."""
 
     requests: int = 0
     failures: int = 0
     wrong_answers: int = 0
-    total_ms: float = 0.0
-    max_ms: float = 0.0
-    buckets: Counter[int] = field(default_factory=Counter)
+    samples_ms: list[float] = field(default_factory=list)
 
     def add(self, ms: float, *, failed: bool, wrong: bool) -> None:
         self.requests += 1
         self.failures += failed
         self.wrong_answers += wrong
-        self.total_ms += ms
-        self.max_ms = max(self.max_ms, ms)
-        self.buckets[bucket_response_time(ms)] += 1
+        self.samples_ms.append(ms)
+
+    @property
+    def max_ms(self) -> float:
+        return max(self.samples_ms, default=0.0)
 
     def percentile(self, fraction: float) -> float | None:
-        if not self.requests:
-            return None
-        bucketed = float(calculate_response_time_percentile(dict(self.buckets), self.requests, fraction))
-        return min(bucketed, round(self.max_ms, 1))  # a bucket's rounding may overshoot the largest sample
+        value = percentiles(self.samples_ms, (fraction,))[0]
+        return None if value is None else round(value, 1)
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "failures": self.failures,
             "wrong_answers": self.wrong_answers,
-            "total_ms": self.total_ms,
-            "max_ms": self.max_ms,
-            "buckets": {str(ms): n for ms, n in self.buckets.items()},
+            "samples_ms": list(self.samples_ms),
         }
 
     def merge_wire(self, data: Mapping[str, Any]) -> None:
         self.requests += int(data["requests"])
         self.failures += int(data["failures"])
         self.wrong_answers += int(data["wrong_answers"])
-        self.total_ms += float(data["total_ms"])
-        self.max_ms = max(self.max_ms, float(data["max_ms"]))
-        for ms, n in data["buckets"].items():
-            self.buckets[int(ms)] += int(n)
+        self.samples_ms.extend(float(ms) for ms in data["samples_ms"])
 
     def summary(self) -> dict[str, Any]:
-        p50, p95, p99 = (self.percentile(f) for f in PERCENTILES)
+        p50, p95, p99 = (None if p is None else round(p, 1) for p in percentiles(self.samples_ms))
         return {
             "requests": self.requests,
             "failures": self.failures,
             "wrong_answers": self.wrong_answers,
-            "mean_ms": round(self.total_ms / self.requests, 1) if self.requests else None,
+            "mean_ms": round(statistics.fmean(self.samples_ms), 1) if self.samples_ms else None,
             "p50_ms": p50,
             "p95_ms": p95,
             "p99_ms": p99,
@@ -179,7 +188,7 @@ class MrtrStats:
         c["questions"] += len(rec.questions)
         versions, instances = rec.versions, rec.instances
         c["requests_both_versions"] += len(versions) >= 2
-        c["requests_shed"] += any(h.reason in SHED_REASONS for h in rec.hops)
+        c["requests_shed"] += any(h.reason in HAND_BACK_REASONS for h in rec.hops)
         k["hops_histogram"][str(len(rec.hops))] += 1
         k["instances_per_request"][str(len(instances))] += 1
         k["versions_per_request"][str(len(versions))] += 1

@@ -17,6 +17,8 @@ from flask import Response, jsonify, request
 from locust.env import Environment
 from locust.web import WebUI
 
+from mrtr_locust import report
+
 Summary = Callable[[], dict[str, Any]]
 
 TABLES: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -113,7 +115,7 @@ def _checks(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         return {
             "figure": figure,
             "value": doc[key],
-            "limit": "" if verdict is None else f"= {verdict['limit']}",
+            "limit": "" if verdict is None else f"{report.relation(key)} {verdict['limit']}",
             "status": "" if verdict is None else ("ok" if verdict["ok"] else "FAILED"),
         }
 

@@ -67,10 +67,11 @@ def test_the_logins_by_version_are_the_demo_packs() -> None:
 
 
 def test_the_suite_imports_only_the_client_and_the_locust_stack() -> None:
-    """What the loadtest image holds: `mrtr_client` and `loadtest/`; the worker, proxy and cluster are absent."""
+    """What the loadtest image holds: `mrtr_protocol` (with the MCP SDK it needs), `mrtr_client` and `loadtest/`;
+    the worker, proxy and cluster are absent."""
     script = (
         "import runpy, sys\n"
-        "for name in ('mrtr_worker', 'mrtr_lb', 'mrtr_ops', 'mcp', 'tests'):\n"
+        "for name in ('mrtr_worker', 'mrtr_lb', 'mrtr_ops', 'tests'):\n"
         "    sys.modules[name] = None\n"
         "module = runpy.run_path(sys.argv[1])\n"
         "print(sorted(k for k, v in module.items() if isinstance(v, type) and k.endswith('User')))\n"
