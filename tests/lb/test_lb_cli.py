@@ -14,6 +14,8 @@ import pytest
 
 from .standin import MakeBackend, jsonrpc_body
 
+pytestmark = pytest.mark.slow  # starts the proxy as a process
+
 WAIT = 20.0  # hang guard only
 
 

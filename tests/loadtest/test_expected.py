@@ -66,6 +66,7 @@ def test_the_logins_by_version_are_the_demo_packs() -> None:
     assert {str(v): keys for v, keys in demo.LOGINS_BY_VERSION.items()} == expected.LOGINS_BY_VERSION
 
 
+@pytest.mark.slow  # imports the suite in a new interpreter
 def test_the_suite_imports_only_the_client_and_the_locust_stack() -> None:
     """What the loadtest image holds: `mrtr_protocol` (with the MCP SDK it needs), `mrtr_client` and `loadtest/`;
     the worker, proxy and cluster are absent."""

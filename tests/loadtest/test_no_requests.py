@@ -19,6 +19,7 @@ NO_HOST = "http://127.0.0.1:9"
 """Never called: the idle users make no request (the discard port would refuse one anyway)."""
 
 
+@pytest.mark.slow  # runs Locust
 def test_a_headless_run_that_made_no_request_fails_and_says_so(tmp_path: Path) -> None:
     summary, events = tmp_path / "summary.json", tmp_path / "events.jsonl"
     env = {**os.environ, "MRTR_LOCUST_SUMMARY": str(summary), "MRTR_LOCUST_EVENTS": str(events)}

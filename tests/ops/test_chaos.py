@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a bounded chaos run: a cluster and Locust
+
 KINDS = {"kill9", "pause", "cut", "drain"}
 
 

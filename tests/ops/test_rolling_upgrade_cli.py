@@ -13,6 +13,8 @@ import pytest
 from mrtr_client import Client, ScriptedInputs
 from mrtr_ops.waiting import wait_until
 
+pytestmark = pytest.mark.slow  # starts a local cluster
+
 
 @pytest.fixture
 def running_cluster(tmp_path: Path) -> Iterator[tuple[Path, str]]:

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a short walkthrough: a cluster and Locust
+
 
 def test_a_short_walkthrough_loses_nothing_and_crosses_versions(tmp_path: Path) -> None:
     out = tmp_path / "report"

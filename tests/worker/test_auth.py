@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mrtr_client import AuthenticationFailed, Client, ScriptedInputs
 from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_dev_issuer.issuer import main
-from mrtr_ops.local.process import WorkerSpec, sample_value
+from mrtr_ops.local.process import WorkerSpec
+from mrtr_protocol import MetricsPage
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from tests.conftest import McpTo, StartWorker
 from tests.support.wire import McpHttp
@@ -134,13 +135,13 @@ def test_a_state_sealed_for_one_user_is_rejected_for_another(
     alice, bob = issuer[0].mint("alice"), issuer[0].mint("bob")
     mcp = mcp_to(strict)
     state = _link(mcp, alice)["result"]["requestState"]
-    before = sample_value(httpx.get(f"{strict.url}/metrics").text, "mrtr_worker_state_rejections_total")
+    before = MetricsPage.parse(httpx.get(f"{strict.url}/metrics").text).value("mrtr_worker_state_rejections_total")
 
     stolen = _link(mcp, bob, state, GITHUB)
 
     assert "result" not in stolen
     assert stolen["error"]["message"] == "Invalid or expired requestState"
-    after = sample_value(httpx.get(f"{strict.url}/metrics").text, "mrtr_worker_state_rejections_total")
+    after = MetricsPage.parse(httpx.get(f"{strict.url}/metrics").text).value("mrtr_worker_state_rejections_total")
     assert after == before + 1
     assert _link(mcp, alice, state, GITHUB)["result"]["resultType"] == "input_required"  # the owner still can
 

@@ -20,6 +20,7 @@ def _start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # starts a worker process per case
 @pytest.mark.parametrize(
     ("env", "expected"),
     [

@@ -18,7 +18,6 @@ from typing import IO
 import httpx
 
 from mrtr_ops.waiting import wait_until
-from mrtr_protocol.metrics import MetricsPage
 
 LOOPBACK = "127.0.0.1"
 
@@ -29,14 +28,6 @@ def free_port() -> int:
         sock.bind((LOOPBACK, 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def sample_value(metrics_text: str, name: str, **labels: str) -> float:
-    """The samples called `name` with these labels in a Prometheus text page, summed (0 if absent).
-
-    Kept for tests/worker; new code reads pages with `mrtr_protocol.metrics.MetricsPage`.
-    """
-    return MetricsPage.parse(metrics_text).value(name, **labels)
 
 
 class NotReady(RuntimeError):
