@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from mrtr_ops.percentiles import percentile
+from mrtr_protocol import events
+from mrtr_protocol.rounds import COMPLETE, end_reason
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 
 RequestFactory = Callable[[int], tuple[bytes, dict[str, str]]]
@@ -33,8 +35,14 @@ def echo_request(n: int) -> tuple[bytes, dict[str, str]]:
     return encode_request(n, "tools/call", params), ECHO_HEADERS
 
 
-def is_complete(payload: bytes) -> bool:
-    return b'"resultType":"complete"' in payload.replace(b" ", b"")
+def is_complete(content_type: str, payload: bytes) -> bool:
+    """The reply is a complete result (read with `mrtr_protocol`, as every client here reads replies)."""
+    try:
+        message = events.response(content_type, payload)
+    except ValueError:
+        return False
+    result = message.get("result") if message is not None else None
+    return isinstance(result, dict) and end_reason(result) == COMPLETE
 
 
 @dataclass
@@ -63,7 +71,7 @@ async def closed_loop(
     *,
     concurrency: int,
     duration: float,
-    check: Callable[[bytes], bool] | None = None,
+    check: Callable[[str, bytes], bool] | None = None,
 ) -> LoadResult:
     """`concurrency` clients each sending one request after another for `duration` seconds.
 
@@ -87,7 +95,7 @@ async def closed_loop(
                 try:
                     async with session.post(target, data=body, headers=headers) as response:
                         payload = await response.read()
-                        ok = response.status == 200 and (check is None or check(payload))
+                        ok = response.status == 200 and (check is None or check(response.content_type, payload))
                 except aiohttp.ClientError:
                     ok = False
                 result.latencies_ms.append((time.perf_counter() - started) * 1000)
@@ -106,7 +114,7 @@ async def open_loop(
     *,
     rate: float,
     duration: float,
-    check: Callable[[bytes], bool] | None = None,
+    check: Callable[[str, bytes], bool] | None = None,
 ) -> LoadResult:
     """Requests sent at a fixed rate whatever the answers do; latency counts from the planned send time.
 
@@ -122,7 +130,7 @@ async def open_loop(
             try:
                 async with session.post(url, data=body, headers=headers) as response:
                     payload = await response.read()
-                    ok = response.status == 200 and (check is None or check(payload))
+                    ok = response.status == 200 and (check is None or check(response.content_type, payload))
             except aiohttp.ClientError:
                 ok = False
             result.latencies_ms.append((time.perf_counter() - planned) * 1000)
