@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mrtr_ops.local.process import ManagedProcess, WorkerSpec, free_port
+from mrtr_ops.local.redis import RedisServer
 from mrtr_worker.keyring import KeyRing, new_ring
 from tests.support.wire import McpHttp
 
@@ -22,7 +23,7 @@ collect_ignore = [] if os.environ.get("MRTR_COMPOSE_E2E") == "1" else ["e2e/comp
 if os.environ.get("MRTR_SWARM_E2E") != "1":
     collect_ignore.append("e2e/swarm")
 
-PROCESS_FIXTURES = frozenset({"start_worker", "make_cluster", "target"})
+PROCESS_FIXTURES = frozenset({"start_worker", "make_cluster", "target", "redis_server"})
 """Fixtures that start real worker, proxy or cluster processes: a test that uses one is `slow`.
 
 `pytest -m "not slow"` is the inner loop (unit tests, in-process proxies, manifests: seconds);
@@ -107,3 +108,15 @@ def mcp_to() -> Iterator[McpTo]:
     yield open_
     for client in opened:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real Redis (Debian's redis-server, append-only file on) for the session's task-store tests.
+
+    Tests that need a clean store use their own key prefix or database; tests that restart or kill
+    Redis start their own `RedisServer` instead of this shared one.
+    """
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
