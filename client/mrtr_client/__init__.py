@@ -5,9 +5,14 @@ from mrtr_client import Client, ScriptedInputs
 with Client("http://127.0.0.1:8080/mcp", ScriptedInputs(forms={"github_login": {"name": "octocat"}})) as c:
     done = c.call_tool("link_accounts")
     print(done.structured, [hop.instance for hop in done.trace.hops])
+
+    # the tasks extension: the server may make the call a task; it is polled to its end
+    done = c.call_tool("count_primes", {"limit": 5_000_000}, task=True, on_task=lambda x: print(x.status))
+    print(done.task_id, done.structured, [poll.instance for poll in done.trace.polls])
 """
 
 from mrtr_client._loop import RetryPolicy
+from mrtr_client._tasks import TaskPolicy
 from mrtr_client.client import AsyncClient, Client
 from mrtr_client.errors import (
     AuthenticationFailed,
@@ -17,9 +22,12 @@ from mrtr_client.errors import (
     RetryBudgetExhausted,
     RoundsExceeded,
     RpcError,
+    TaskCancelled,
+    TaskFailed,
+    TaskWaitExceeded,
 )
 from mrtr_client.inputs import InputHandler, NoInputs, ScriptedInputs, default_form_content, sampling_answer
-from mrtr_client.trace import CallResult, CallTrace, Hop, Question
+from mrtr_client.trace import CallResult, CallTrace, Hop, Question, TaskExchange, TaskSnapshot
 
 __all__ = [
     "AsyncClient",
@@ -39,6 +47,12 @@ __all__ = [
     "RoundsExceeded",
     "RpcError",
     "ScriptedInputs",
+    "TaskCancelled",
+    "TaskExchange",
+    "TaskFailed",
+    "TaskPolicy",
+    "TaskSnapshot",
+    "TaskWaitExceeded",
     "default_form_content",
     "sampling_answer",
 ]

@@ -15,7 +15,8 @@ rules:
   progress is never thrown away, within a retry budget;
 * a refused credential (401/403) ends the call at once: retrying cannot fix it;
 * rounds are capped; an unknown `resultType` is a protocol error and an
-  absent one means `complete`.
+  absent one means `complete` (`task` is known when the call declared the
+  tasks extension: the loop then ends there, and `_tasks` follows the task).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mrtr_client.errors import AuthenticationFailed, ProtocolViolation, RetryBud
 from mrtr_client.trace import CallResult, CallTrace, Hop, Question
 from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
 from mrtr_protocol.rounds import COMPLETE, ERROR, RETRYABLE_STATUSES, TRANSPORT, end_reason, round_hint
+from mrtr_protocol.tasks import TASK_RESULT_TYPE
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 
 AUTH_STATUSES = frozenset({401, 403})
@@ -61,6 +63,8 @@ class Send:
     request_id: int
     body: bytes
     headers: dict[str, str]
+    timeout: float | None = None
+    """Seconds to wait for this one request instead of the client's timeout (a cancel on the way out)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,14 @@ class Sleep:
     seconds: float
 
 
-Step = Send | Ask | Sleep
+@dataclass(frozen=True)
+class Observe:
+    """Something the caller may want to see as it happens (a task's poll); the runner hands it on and sends None."""
+
+    event: Any
+
+
+Step = Send | Ask | Sleep | Observe
 Loop = Generator[Step, Any, CallResult]
 
 
@@ -104,8 +115,10 @@ def mrtr_loop(
     ids: Iterator[int],
     policy: RetryPolicy,
     extra_headers: Mapping[str, str] | None = None,
+    *,
+    accept_task: bool = False,
 ) -> Loop:
-    """Drive one request to its complete result; see the module docstring for the rules."""
+    """Drive one request to its complete result (or, with `accept_task`, a `CreateTaskResult`); see above."""
     trace = CallTrace()
     state: str | None = None
     responses: dict[str, Any] | None = None
@@ -147,6 +160,9 @@ def mrtr_loop(
         result_type = result.get("resultType", COMPLETE)  # absent means complete (earlier protocol versions)
         if result_type == COMPLETE:
             trace.hops.append(_hop(outcome, COMPLETE, None))
+            return CallResult(result=result, trace=trace)
+        if result_type == TASK_RESULT_TYPE and accept_task:
+            trace.hops.append(_hop(outcome, TASK_RESULT_TYPE, None))
             return CallResult(result=result, trace=trace)
         if result_type != "input_required":
             raise ProtocolViolation(f"unknown resultType {result_type!r}")

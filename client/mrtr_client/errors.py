@@ -57,3 +57,30 @@ class ProtocolViolation(MrtrError):
 
 class InputDeclined(MrtrError):
     """An input handler could not answer a request of this kind."""
+
+
+class TaskFailed(RpcError):
+    """The task ended `failed`: its JSON-RPC error is this error's code, message and data."""
+
+    def __init__(self, task_id: str, code: int, message: str, data: Any = None) -> None:
+        super().__init__(code, message, data)
+        self.task_id = task_id
+
+
+class TaskCancelled(MrtrError):
+    """The task ended `cancelled` (by this client, another one, or the server)."""
+
+    def __init__(self, task_id: str, status_message: str | None = None) -> None:
+        super().__init__(f"task {task_id} was cancelled" + (f": {status_message}" if status_message else ""))
+        self.task_id = task_id
+        self.status_message = status_message
+
+
+class TaskWaitExceeded(MrtrError):
+    """The task did not end within the caller's wait; it goes on: poll it again (`wait_task`) or `cancel_task` it."""
+
+    def __init__(self, task_id: str, waited_s: float, status: str) -> None:
+        super().__init__(f"task {task_id} still {status} after {waited_s:.1f} s of waiting; it goes on on the server")
+        self.task_id = task_id
+        self.waited_s = waited_s
+        self.status = status

@@ -3,6 +3,7 @@
 * `wire`: the protocol version, the per-request `_meta`, the request headers (the SDK's encoding).
 * `events`: a reply body (JSON or server-sent events) to its JSON-RPC messages.
 * `rounds`: the round hint (`_meta["mrtr-cluster.dev/round"]`) and the hand-back reasons.
+* `tasks`: the tasks extension (`io.modelcontextprotocol/tasks`): its id, methods and statuses.
 * `instance`: the headers that name the worker that served a round.
 * `metrics`: a Prometheus text page, read.
 """

@@ -14,11 +14,18 @@ from typing import Any
 from mcp.shared.inbound import encode_header_value
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 
+from mrtr_protocol.tasks import TASK_ID_PARAM, TASK_METHODS
+
 PROTOCOL_VERSION = "2026-07-28"
 """The only protocol version the fleet speaks on its modern path."""
 
-NAMED_METHODS: Mapping[str, str] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-"""Methods whose target travels in the `Mcp-Name` header, and the param that holds it."""
+NAMED_METHODS: Mapping[str, str] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    **dict.fromkeys(TASK_METHODS, TASK_ID_PARAM),
+}
+"""Methods whose target travels in the `Mcp-Name` header, and the param that holds it (`taskId` on `tasks/*`)."""
 
 JSON_AND_EVENT_STREAM = "application/json, text/event-stream"
 

@@ -1,0 +1,76 @@
+"""The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) as the fleet speaks it: names, statuses, opt-in.
+
+A client opts in per request by naming the extension in that request's
+`clientCapabilities.extensions`; the server alone decides whether a
+`tools/call` becomes a task (a flat `CreateTaskResult`, `resultType: "task"`)
+or is answered at once. The task is then read with `tasks/get`, answered with
+`tasks/update` and stopped with `tasks/cancel`, each naming it by `taskId`
+(which also travels in the `Mcp-Name` header). No `requestState` exists on
+the task wire; `tasks/result` and `tasks/list` are gone from the released
+extension.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+EXTENSION_ID = "io.modelcontextprotocol/tasks"
+"""The key under `capabilities.extensions` (server) and `clientCapabilities.extensions` (client)."""
+
+TASK_RESULT_TYPE = "task"
+"""The `resultType` of a `CreateTaskResult`."""
+
+TASKS_GET = "tasks/get"
+TASKS_UPDATE = "tasks/update"
+TASKS_CANCEL = "tasks/cancel"
+TASK_METHODS: tuple[str, ...] = (TASKS_GET, TASKS_UPDATE, TASKS_CANCEL)
+"""The extension's methods; each takes `params.taskId`."""
+
+TASK_ID_PARAM = "taskId"
+
+
+class TaskStatus(StrEnum):
+    """A task's `status`."""
+
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_STATUSES: frozenset[TaskStatus] = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+"""Statuses a task never leaves."""
+
+
+def with_tasks(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `capabilities` that also declares the tasks extension (other extensions are kept)."""
+    declared = dict(capabilities)
+    extensions = dict(declared.get("extensions") or {})
+    extensions.setdefault(EXTENSION_ID, {})
+    declared["extensions"] = extensions
+    return declared
+
+
+def declares_tasks(capabilities: Mapping[str, Any] | None) -> bool:
+    """Whether a request's `clientCapabilities` opted in to tasks."""
+    extensions = (capabilities or {}).get("extensions")
+    return isinstance(extensions, Mapping) and EXTENSION_ID in extensions
+
+
+def requires_tasks(error_data: Any) -> bool:
+    """Whether a `-32021` error's `data` says the call can only be served as a task."""
+    if not isinstance(error_data, Mapping):
+        return False
+    required = error_data.get("requiredCapabilities")
+    return isinstance(required, Mapping) and declares_tasks(required)
+
+
+_STATUS_VALUES = frozenset(status.value for status in TaskStatus)
+
+
+def is_task_status(value: Any) -> bool:
+    """Whether `value` is one of the five statuses the extension defines (anything else is a protocol error)."""
+    return isinstance(value, str) and value in _STATUS_VALUES
