@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import sys
 import threading
@@ -13,6 +14,12 @@ from mrtr_ops.fleet import LocalFleet
 from mrtr_ops.local.cluster import DEFAULT_PACKS, ClusterConfig, LocalCluster
 from mrtr_ops.local.control import ControlServer
 from mrtr_ops.local.process import NotReady
+from mrtr_ops.local.redis import RedisMissing
+
+NO_REDIS_BINARY = (
+    "cluster: redis-server is not installed (as root, scripts/redis-setup installs Debian's): starting WITHOUT "
+    "Redis; the workers serve MRTR and everything else, but not tasks (tasks/* calls get an error)"
+)
 
 
 def _versions(text: str) -> tuple[int, ...]:
@@ -34,7 +41,16 @@ def main(argv: list[str] | None = None) -> int:
         help="require bearer tokens (development issuer in secrets/; mint one with scripts/mint-token SUBJECT)",
     )
     parser.add_argument("--url-file", type=Path, help="write the MCP URL here once the cluster is ready")
+    parser.add_argument(
+        "--no-redis", action="store_true", help="no task store: MRTR only, the workers do not offer tasks"
+    )
+    parser.add_argument("--redis-port", type=int, default=0, help="Redis's port on 127.0.0.1 (default: a free one)")
     args = parser.parse_args(argv)
+
+    redis = not args.no_redis
+    if redis and shutil.which("redis-server") is None:
+        print(NO_REDIS_BINARY, file=sys.stderr, flush=True)
+        redis = False
 
     worker_env = {"MRTR_WORKER_SHEDDING": "true" if args.shedding == "on" else "false"}
     if args.max_slice_ms is not None:
@@ -48,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         auth=args.auth,
         issuer_dir=Path("secrets") if args.auth else None,
         worker_env=worker_env,
+        redis=redis,
+        redis_port=args.redis_port,
     )
     stop = threading.Event()
 
@@ -59,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(config)
     try:
         cluster.start()
-    except (NotReady, TimeoutError) as exc:
+    except (NotReady, RedisMissing, RuntimeError, TimeoutError) as exc:
         print(f"cluster: {exc}", file=sys.stderr)
         return 1
     control = ControlServer(LocalFleet(cluster)).start()
@@ -68,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         workers = ", ".join(f"{h.instance_id} v{h.spec.version} {h.url}" for h in cluster.workers.values())
         print(f"MCP endpoint: {cluster.mcp_url}\nworkers: {workers}\nlogs: {config.work_dir / 'logs'}", flush=True)
         print(f"control: {control.url}  (scripts/rolling-upgrade uses it)", flush=True)
+        print(_where_redis_runs(cluster), flush=True)
         token = '--token "$(scripts/mint-token alice)" ' if args.auth else ""
         print(f"try: .venv/bin/mrtr-call {token}link_accounts   (Ctrl-C stops the cluster)", flush=True)
         if args.url_file is not None:
@@ -78,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         (config.work_dir / "control.url").unlink(missing_ok=True)
         cluster.stop()
     return 0
+
+
+def _where_redis_runs(cluster: LocalCluster) -> str:
+    if cluster.redis is None:
+        return "redis: none (tasks are off; the workers serve everything else)"
+    redis = cluster.redis
+    return f"redis: {redis.url}  (task store; data {redis.directory}, log {redis.log_path}, pid {redis.pid})"
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The local cluster: the round-robin proxy and N workers as processes on 127.0.0.1.
+"""The local cluster: the round-robin proxy, N workers and the task store (Redis) as processes on 127.0.0.1.
 
 The embedded default (no Docker needed): the same worker and proxy code the
 containers run, started the way `scripts/cluster` starts them. Tests, the
@@ -21,6 +21,7 @@ from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.cable import Cable, Switchboard
 from mrtr_ops.local.process import LOOPBACK, ManagedProcess, WorkerSpec, free_port
+from mrtr_ops.local.redis import REDIS_URL_VARIABLE, RedisServer
 from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.keyring import new_ring
 
@@ -51,6 +52,13 @@ class ClusterConfig:
     """Reach each worker through a cable the cluster can cut (`mrtr_ops.local.cable`): chaos runs."""
     ready_timeout: float = 60.0
     """Seconds a starting worker may take to become ready (a busy machine needs more)."""
+    redis: bool = True
+    """Run the task store: one `redis-server` in `work_dir/redis`, its URL in every worker's environment.
+
+    Off (`scripts/cluster --no-redis`): the workers serve MRTR and everything else, but not tasks.
+    """
+    redis_port: int = 0
+    """Redis's port on 127.0.0.1 (0 picks a free one)."""
 
     def version_of(self, index: int) -> int:
         if not self.versions:
@@ -94,6 +102,10 @@ class LocalCluster:
         self.lb = LbAdmin(self.url)
         """The proxy's admin API: its backends, their membership, its metrics."""
         self._switchboard = Switchboard() if config.cables else None
+        self.redis: RedisServer | None = None
+        """The task store (None with `ClusterConfig.redis` off); stop, kill and restart keep its data."""
+        if config.redis:
+            self.redis = RedisServer(config.work_dir / "redis", port=config.redis_port or free_port())
 
     @property
     def url(self) -> str:
@@ -103,11 +115,18 @@ class LocalCluster:
     def mcp_url(self) -> str:
         return f"{self.url}/mcp"
 
+    @property
+    def redis_url(self) -> str | None:
+        """What every worker gets as `MRTR_WORKER_REDIS_URL` (None: no task store)."""
+        return None if self.redis is None else self.redis.url
+
     # --- whole cluster -----------------------------------------------------------------------------
 
     def start(self) -> LocalCluster:
         self._ensure_keyring()
         try:
+            if self.redis is not None:
+                self.redis.start()  # before the workers: they find their task store at start
             started = [self._start_worker(self.config.version_of(i)) for i in range(self.config.workers)]
             for handle in started:
                 handle.process.wait_ready(self.config.ready_timeout)
@@ -120,7 +139,7 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
-        """SIGTERM everything (workers drain first), proxy last."""
+        """SIGTERM everything (workers drain first), then the proxy, Redis last (its append-only file flushed)."""
         for handle in list(self.workers.values()):
             handle.process.stop()
         self.workers.clear()
@@ -130,6 +149,8 @@ class LocalCluster:
         if self._switchboard is not None:
             self._switchboard.close()
             self._switchboard = None
+        if self.redis is not None:
+            self.redis.stop()
         self._http.close()
         self.lb.close()
 
@@ -239,7 +260,8 @@ class LocalCluster:
             self.keyring_file.chmod(0o600)
 
     def _start_worker(self, version: int, extra_env: dict[str, str] | None = None) -> WorkerHandle:
-        env = {**self.config.worker_env, **(extra_env or {})}
+        store = {} if self.redis is None else {REDIS_URL_VARIABLE: self.redis.url}
+        env = {**store, **self.config.worker_env, **(extra_env or {})}
         spec = WorkerSpec(
             instance_id=f"w{next(self._numbers)}",
             port=free_port(),

@@ -56,6 +56,10 @@ class RedisServer:
         return self.directory / "redis.log"
 
     @property
+    def pid(self) -> int | None:
+        return None if self.popen is None else self.popen.pid
+
+    @property
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
