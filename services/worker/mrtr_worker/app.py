@@ -11,6 +11,7 @@ admin endpoints also require the operator's token when one is configured.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,6 +37,11 @@ from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.server import build_mcp_server
 from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.state_layout import StateLayout
+from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS
+from mrtr_worker.tasks.runner import TaskRunner
+from mrtr_worker.tasks.sealing import RecordSealer
+from mrtr_worker.tasks.service import TaskService
+from mrtr_worker.tasks.store import TaskStore
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,8 @@ class Worker:
     lifecycle: Lifecycle
     engine: Engine
     mcp: MCPServer
+    tasks: TaskService | None = None
+    runner: TaskRunner | None = None
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, ring: KeyRing) -> Worker:
@@ -64,6 +72,7 @@ class Worker:
         )
         lifecycle = Lifecycle()
         engine = Engine(settings.shedding_settings(), lifecycle, metrics)
+        tasks, runner = _task_parts(settings, codec, identity, lifecycle, engine)
         return cls(
             settings=settings,
             identity=identity,
@@ -71,12 +80,49 @@ class Worker:
             metrics=metrics,
             lifecycle=lifecycle,
             engine=engine,
-            mcp=build_mcp_server(settings, codec, metrics, identity, engine, lifecycle),
+            mcp=build_mcp_server(settings, codec, metrics, identity, engine, lifecycle, tasks),
+            tasks=tasks,
+            runner=runner,
         )
+
+    async def tasks_health(self) -> dict[str, object]:
+        """The `tasks` field of /readyz: whether tasks are on and, if so, whether Redis answers now."""
+        if self.tasks is None:
+            return {"enabled": False}
+        try:
+            await asyncio.wait_for(self.tasks.store.ping(), timeout=1.0)
+        except Exception as exc:  # any failure to answer is "unreachable", said plainly
+            return {"enabled": True, "store": "unreachable", "reason": f"{type(exc).__name__}: {exc}"[:200]}
+        return {"enabled": True, "store": "ok"}
 
     def drain(self) -> None:
         self.lifecycle.drain()
         self.metrics.ready.set(0)
+
+
+def _task_parts(
+    settings: WorkerSettings, codec: FleetStateCodec, identity: WorkerInstance, lifecycle: Lifecycle, engine: Engine
+) -> tuple[TaskService | None, TaskRunner | None]:
+    """The task service and runner when a Redis URL is configured; (None, None) leaves tasks off."""
+    url = settings.redis_url_text()
+    if url is None:
+        return None, None
+    sealer = RecordSealer(codec, READABLE_RECORD_FORMATS[settings.version])
+    store = TaskStore.connect(url, sealer, prefix=settings.redis_prefix)
+    service = TaskService(
+        store, ttl_ms=settings.task_ttl_ms, poll_ms=settings.task_poll_interval_ms, max_live=settings.max_live_tasks
+    )
+    runner = TaskRunner(
+        store,
+        identity,
+        lifecycle,
+        engine,
+        concurrency=settings.task_concurrency,
+        slice_ms=settings.task_slice_ms,
+        lease_ms=settings.task_lease_ms,
+        poll_ms=settings.task_poll_interval_ms,
+    )
+    return service, runner
 
 
 def _token_verifier(settings: WorkerSettings) -> JwtVerifier | None:
@@ -114,12 +160,18 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         handler = rejections.install(worker.metrics.state_rejections)
         await worker.engine.start()
+        if worker.runner is not None:
+            await worker.runner.start()  # never fails on Redis: its loops retry until Redis answers
         worker.metrics.ready.set(1)
         try:
             async with worker.mcp.session_manager.run():
                 logger.info("worker %s (v%s) ready", worker.identity.instance_id, worker.identity.version)
                 yield
         finally:
+            if worker.runner is not None:
+                await worker.runner.stop(grace_seconds=settings.drain_timeout_seconds)
+            if worker.tasks is not None:
+                await worker.tasks.store.close()
             await worker.engine.stop()
             logging.getLogger(rejections.SDK_LOGGER).removeHandler(handler)
 
@@ -140,8 +192,12 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
+        """Ready for MRTR traffic. Redis is reported under `tasks` but never makes the worker unready:
+        everything but tasks works without it, and pulling every worker out of rotation over a store
+        outage would break the calls that do not need it."""
         ready = worker.lifecycle.ready
-        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+        body = {"ready": ready, "tasks": await worker.tasks_health()}
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -95,6 +95,24 @@ class WorkerSettings(BaseSettings):
     drain_timeout_seconds: int = Field(default=30, ge=1)
     """Upper bound on a graceful stop; a drain normally takes one step."""
 
+    redis_url: SecretStr | None = None
+    """The task store (`redis://host:port/db`); unset, the worker serves everything but tasks and does not
+    advertise the tasks extension. A secret because the URL may carry a password."""
+    redis_prefix: str = Field(default="mrtr:", max_length=64)
+    """Prefix of every key the task store writes (one Redis can host several fleets, or tests)."""
+    task_ttl_ms: int = Field(default=3_600_000, ge=1_000)
+    """How long a task stays readable after its last activity (Redis expires it then, never earlier)."""
+    task_poll_interval_ms: int = Field(default=500, ge=50)
+    """The `pollIntervalMs` suggested to clients."""
+    task_lease_ms: int = Field(default=5_000, ge=500)
+    """A slice left unacknowledged this long by a dead worker is taken over by another (XAUTOCLAIM)."""
+    task_slice_ms: int = Field(default=1_000, ge=50)
+    """A task checkpoints and goes back to the queue after this long (kept well under the lease)."""
+    task_concurrency: int = Field(default=4, ge=1, le=64)
+    """Task slices one worker runs at once (compute steps still share the engine's process pool)."""
+    max_live_tasks: int = Field(default=32, ge=1)
+    """Unfinished tasks one principal may hold; creations past it get a clear error."""
+
     _split = field_validator(
         "tool_packs", "allowed_hosts", "allowed_origins", "jwt_algorithms", "required_scopes", mode="before"
     )(_split_csv)
@@ -123,6 +141,15 @@ class WorkerSettings(BaseSettings):
         if unknown:
             raise ValueError(f"unknown tool pack(s) {unknown}; known: {list(KNOWN_PACKS)}")
         return value
+
+    @model_validator(mode="after")
+    def _slice_under_lease(self) -> WorkerSettings:
+        if self.task_slice_ms * 2 > self.task_lease_ms:
+            raise ValueError(
+                f"MRTR_WORKER_TASK_SLICE_MS={self.task_slice_ms} must be at most half of "
+                f"MRTR_WORKER_TASK_LEASE_MS={self.task_lease_ms}, or live slices would be taken over"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_keyring_source(self) -> WorkerSettings:
@@ -162,6 +189,10 @@ class WorkerSettings(BaseSettings):
             max_slice_ms=self.max_slice_ms,
             priority_after_hops=self.priority_after_hops,
         )
+
+    def redis_url_text(self) -> str | None:
+        """The task store's URL, or None when tasks are off."""
+        return None if self.redis_url is None else self.redis_url.get_secret_value()
 
     def keyring_text(self) -> str:
         """The key ring's JSON text, from the environment or the file."""

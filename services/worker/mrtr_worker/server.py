@@ -17,6 +17,9 @@ from mrtr_worker.packs import PackEnv, Register
 from mrtr_worker.prompt_guard import PromptGuard
 from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.state_codec import FleetStateCodec
+from mrtr_worker.tasks.extension import TasksExtension
+from mrtr_worker.tasks.offer import TaskTools
+from mrtr_worker.tasks.service import TaskService
 
 SERVER_NAME = "mrtr-worker"
 
@@ -39,8 +42,14 @@ def build_mcp_server(
     identity: WorkerInstance,
     engine: Engine,
     lifecycle: Lifecycle,
+    tasks: TaskService | None = None,
 ) -> MCPServer:
-    """The SDK server with the fleet's shared requestState policy and the configured packs."""
+    """The SDK server with the fleet's shared requestState policy and the configured packs.
+
+    With a task service (a Redis URL is configured) the tasks extension is installed and advertised;
+    without one it is not, and `tasks/*` answer -32601 as on any server that does not serve them.
+    """
+    task_tools = TaskTools(enabled=tasks is not None)
     security = RequestStateSecurity(codec=codec, ttl=settings.state_ttl_seconds, audience=settings.audience)
     server: MCPServer = MCPServer(
         SERVER_NAME,
@@ -48,6 +57,7 @@ def build_mcp_server(
         instructions=INSTRUCTIONS,
         request_state_security=security,
         log_level=settings.log_level.upper(),  # type: ignore[arg-type]  # validated by logging below
+        extensions=[TasksExtension(tasks, task_tools)] if tasks is not None else None,
     )
     # Index 0 is the SDK's OpenTelemetry middleware, index 1 its requestState boundary:
     # observing between them sees sealed tokens and the boundary's rejections.
@@ -56,7 +66,7 @@ def build_mcp_server(
     server.middleware.insert(2, LimitAnswers(settings.max_input_responses, settings.max_answer_bytes))
     # Innermost, after the requestState boundary: a bad prompt name or arguments is -32602, not -32603.
     server.middleware.append(PromptGuard(server))
-    env = PackEnv(identity=identity, engine=engine)
+    env = PackEnv(identity=identity, engine=engine, tasks=task_tools)
     for pack in settings.tool_packs:
         _load_pack(pack)(server, env)
     return server

@@ -109,6 +109,12 @@ class Engine:
             pool, self._pool = self._pool, None
             await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
 
+    async def run_step(self, step: Callable[[State], State], state: State) -> State:
+        """One pure step on the process pool, for task slices (which checkpoint to the store, not to a client)."""
+        executor = self._executor if self._executor is not None else self._pool
+        assert executor is not None, "engine not started"
+        return await asyncio.get_running_loop().run_in_executor(executor, step, state)
+
     async def run(
         self, rnd: Round, computation: Computation, arguments: dict[str, Any]
     ) -> CallToolResult | InputRequiredResult:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 
 from mrtr_worker.rounds import WorkerInstance
+from mrtr_worker.tasks.offer import TaskTools
 
 if TYPE_CHECKING:
     from mrtr_worker.compute.engine import Engine
@@ -20,6 +21,8 @@ class PackEnv:
 
     identity: WorkerInstance
     engine: Engine
+    tasks: TaskTools = field(default_factory=lambda: TaskTools(enabled=False))
+    """Where a pack declares which tools may become tasks (see `mrtr_worker.tasks.offer`)."""
 
 
 Register = Callable[[MCPServer, PackEnv], None]

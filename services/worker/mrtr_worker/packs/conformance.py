@@ -24,7 +24,7 @@ import io
 import json
 import wave
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -45,11 +45,14 @@ from mcp_types import (
     TextContent,
     TextResourceContents,
 )
+from pydantic import Field
 
 from mrtr_worker import inputs
 from mrtr_worker.capabilities import Need, allows, require
 from mrtr_worker.packs import PackEnv
 from mrtr_worker.rounds import Round
+from mrtr_worker.tasks.fixture_jobs import slow_compute_text
+from mrtr_worker.tasks.offer import TaskSupport, offer
 
 PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 """A 1x1 red pixel."""
@@ -111,6 +114,7 @@ def _answered_form(
 def register(server: MCPServer, env: PackEnv) -> None:
     _register_basic(server)
     _register_mrtr(server, env)
+    _register_tasks(server, env)
 
 
 def _register_basic(server: MCPServer) -> None:
@@ -372,3 +376,66 @@ def _register_mrtr(server: MCPServer, env: PackEnv) -> None:
             return rnd.ask({"user_context": CONTEXT_REQUEST}, {})
         context = answer.content["context"] if answer.content is not None else "none given"
         return [UserMessage(f"Use the following context: {context}")]
+
+
+SYNC_SLOW_COMPUTE_MAX_SECONDS = 10.0
+"""Longest wait `slow_compute` does inline when the call is not a task (the suite sends 0)."""
+
+
+def _register_tasks(server: MCPServer, env: PackEnv) -> None:
+    """The tasks scenarios' fixtures (`tasks-*`, SEP-2663): each task-capable one hands its work to a task job
+    (`mrtr_worker.tasks.fixture_jobs`), so it runs on whichever worker takes the slice."""
+    tools, identity = env.tasks, env.identity
+    for name, support in (
+        ("slow_compute", TaskSupport.OPTIONAL),
+        ("failing_job", TaskSupport.REQUIRED),
+        ("protocol_error_job", TaskSupport.REQUIRED),
+        ("confirm_delete", TaskSupport.REQUIRED),
+        ("multi_input", TaskSupport.REQUIRED),
+        ("test_tool_with_task", TaskSupport.REQUIRED),
+    ):
+        tools.declare(name, support)
+
+    def as_task(name: str, arguments: dict[str, Any]) -> CallToolResult:
+        task = offer()
+        return tools.unavailable(name) if task is None else task.become(name, arguments)
+
+    @server.tool(name="greet", description="Says hello at once (never a task).")
+    def greet(name: str) -> CallToolResult:
+        return _text(f"Hello, {name}!")
+
+    @server.tool(name="slow_compute", description="Waits `seconds`; a task when the tasks extension is declared.")
+    async def slow_compute(seconds: Annotated[float, Field(ge=0, le=3600)], label: str | None = None) -> CallToolResult:
+        task = offer()
+        if task is not None:
+            return task.become("slow_compute", {"seconds": seconds, "label": label})
+        if seconds > SYNC_SLOW_COMPUTE_MAX_SECONDS:
+            return _text(f"slow_compute waits at most {SYNC_SLOW_COMPUTE_MAX_SECONDS} s without a task", error=True)
+        await anyio.sleep(seconds)
+        return _text(slow_compute_text(seconds, label))
+
+    @server.tool(name="failing_job", description="A task that ends in a tool error (completed, isError).")
+    def failing_job() -> CallToolResult:
+        return as_task("failing_job", {})
+
+    @server.tool(name="protocol_error_job", description="A task that ends in a protocol error (failed).")
+    def protocol_error_job() -> CallToolResult:
+        return as_task("protocol_error_job", {})
+
+    @server.tool(name="confirm_delete", description="A task that asks for a confirmation (input_required).")
+    def confirm_delete(filename: str) -> CallToolResult:
+        return as_task("confirm_delete", {"filename": filename})
+
+    @server.tool(name="multi_input", description="A task that asks two questions at once.")
+    def multi_input() -> CallToolResult:
+        return as_task("multi_input", {})
+
+    @server.tool(name="test_tool_with_task", description="Asks a name by an MRTR round, then becomes a task.")
+    async def tool_with_task(ctx: Context) -> CallToolResult | InputRequiredResult:
+        rnd = Round(ctx, identity)
+        require(rnd.capabilities, Need.FORM, why="this fixture asks for a name through form elicitation")
+        answer = _answered_form(rnd.responses, "user_name", NAME_REQUEST)
+        if answer is None:
+            return rnd.ask({"user_name": NAME_REQUEST}, {})
+        name = answer.content["name"] if answer.content is not None else "stranger"
+        return as_task("greet_later", {"name": name})

@@ -7,6 +7,10 @@
 * `write_haiku`: sampling. `scan_roots`: roots. `echo`: a complete call with no input.
 * `connect_vault`: needs a secret, so it uses URL-mode elicitation (form mode
   must never ask for passwords, keys or tokens).
+* `prime_report`: the seeds' composition of the two halves of MRTR: it asks
+  its questions by MRTR rounds first (no task yet), then becomes a task
+  (the tasks extension) that counts the primes and addresses the result to
+  the name it was given.
 * the `onboarding` prompt and the `mrtr://reports/{report_id}` resource
   return input_required too.
 """
@@ -23,6 +27,7 @@ from mrtr_worker import inputs
 from mrtr_worker.capabilities import Need, require
 from mrtr_worker.packs import PackEnv
 from mrtr_worker.rounds import Round
+from mrtr_worker.tasks.offer import TaskSupport, offer
 
 LOGINS_BY_VERSION: dict[int, tuple[str, ...]] = {
     1: ("github_login", "google_login"),
@@ -55,6 +60,7 @@ def _text_result(text: str, structured: dict[str, Any] | None = None, *, error: 
 def register(server: MCPServer, env: PackEnv) -> None:
     identity = env.identity
     needed_logins = LOGINS_BY_VERSION[identity.version]
+    _register_composition(server, env)
 
     @server.tool(description="Link your accounts (the SEP-2322 login scenario). Asks each login once.")
     async def link_accounts(ctx: Context) -> CallToolResult | InputRequiredResult:
@@ -145,3 +151,32 @@ def register(server: MCPServer, env: PackEnv) -> None:
         # A declined question falls back to the default detail level.
         detail = answer.content["detail"] if answer.content is not None else "summary"
         return f"Report {report_id} ({detail})"
+
+
+REPORT_REQUEST = inputs.form(
+    "Who is the prime report for, and up to which number should it count?",
+    {
+        "name": {"type": "string", "title": "Name", "minLength": 1, "maxLength": 100},
+        "limit": {"type": "integer", "title": "Count primes up to", "minimum": 2, "maximum": 2_000_000_000},
+    },
+    ["name", "limit"],
+)
+
+
+def _register_composition(server: MCPServer, env: PackEnv) -> None:
+    identity, tools = env.identity, env.tasks
+    tools.declare("prime_report", TaskSupport.REQUIRED)
+
+    @server.tool(description="Asks who a prime report is for (an MRTR round), then counts as a task.")
+    async def prime_report(ctx: Context) -> CallToolResult | InputRequiredResult:
+        rnd = Round(ctx, identity)
+        require(rnd.capabilities, Need.FORM, why="prime_report asks its questions through form elicitation")
+        answer = inputs.read_form(rnd.responses, "report", REPORT_REQUEST)
+        if answer is None or answer.problem is not None:
+            return rnd.ask({"report": REPORT_REQUEST}, {})
+        if answer.content is None:
+            return _text_result(f"Report {PAST_TENSE.get(answer.action, answer.action)}; nothing counted.", error=True)
+        task = offer()
+        if task is None:
+            return tools.unavailable("prime_report")
+        return task.become("prime_report", {"name": answer.content["name"], "limit": answer.content["limit"]})

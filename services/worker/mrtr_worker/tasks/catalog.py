@@ -1,0 +1,30 @@
+"""Every job a task can run, by name: the same on every worker, whatever packs it serves.
+
+A task created on one instance may be resumed on any other, so the runner
+resolves jobs from this fixed table rather than from the packs configured on
+the instance that happens to take the slice.
+"""
+
+from __future__ import annotations
+
+from mrtr_worker.compute.hashchain import HASH_CHAIN
+from mrtr_worker.compute.montecarlo import ESTIMATE_PI
+from mrtr_worker.compute.primes import COUNT_PRIMES
+from mrtr_worker.tasks import fixture_jobs as fx
+from mrtr_worker.tasks.jobs import Job, compute_job
+
+JOBS: dict[str, Job] = {
+    job.name: job
+    for job in (
+        compute_job(COUNT_PRIMES),
+        compute_job(HASH_CHAIN),
+        compute_job(ESTIMATE_PI),
+        fx.SLOW_COMPUTE,
+        fx.FAILING_JOB,
+        fx.PROTOCOL_ERROR_JOB,
+        fx.CONFIRM_DELETE,
+        fx.MULTI_INPUT,
+        fx.GREET_LATER,
+        fx.PRIME_REPORT,
+    )
+}

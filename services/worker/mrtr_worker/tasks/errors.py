@@ -1,0 +1,44 @@
+"""The JSON-RPC errors of the task surface, each saying what happened and what to do."""
+
+from __future__ import annotations
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+
+
+def task_not_found(task_id: str) -> MCPError:
+    """Unknown, expired, or another principal's task: one answer for all, so existence never leaks."""
+    return MCPError(code=INVALID_PARAMS, message=f"Task not found: {task_id[:80]!r}", data={"reason": "unknown_task"})
+
+
+def store_unavailable() -> MCPError:
+    return MCPError(
+        code=INTERNAL_ERROR,
+        message="Task store unavailable (Redis unreachable); tasks cannot be created or read right now, "
+        "other calls are unaffected; retry later",
+        data={"reason": "task_store_unavailable", "retryable": True},
+    )
+
+
+def task_limit(limit: int) -> MCPError:
+    return MCPError(
+        code=INVALID_REQUEST,
+        message=f"Too many unfinished tasks for this principal (at most {limit}); "
+        "wait for one to finish or cancel one, then try again",
+        data={"reason": "task_limit", "max": limit},
+    )
+
+
+def name_mismatch(header: str | None, task_id: str) -> MCPError:
+    return MCPError(
+        code=HEADER_MISMATCH,
+        message=f"Mcp-Name header {str(header)[:80]!r} does not match params.taskId {task_id[:80]!r}",
+    )
+
+
+def unreadable_task(task_id: str, detail: str) -> MCPError:
+    return MCPError(
+        code=INTERNAL_ERROR,
+        message=f"Task {task_id[:80]!r} cannot be read by this worker ({detail})",
+        data={"reason": "unreadable_task"},
+    )

@@ -1,0 +1,248 @@
+"""Runs task slices: takes them from the Redis Stream consumer group, steps the job, checkpoints, hands on.
+
+A slice is one run of a task from its last checkpoint for up to
+`task_slice_ms`. At every step boundary the runner checks the task's plain
+status (a cancel shows there at once and stops the job at that boundary),
+renews its lease, and asks the job for questions (the task pauses in
+input_required). A slice ends with one transaction that writes the
+checkpoint, acknowledges the slice and queues the next one, so the queue
+always holds exactly the work that remains.
+
+Failure modes:
+
+* worker killed mid-slice: its slice stays pending in the group; after
+  `task_lease_ms` without renewal any worker's periodic XAUTOCLAIM takes it
+  and runs it from the last checkpoint (at most one slice of work is lost,
+  and the step count stays exact because steps are counted at commit);
+* worker drained (SIGTERM, `/admin/drain`): it takes no new slice, and each
+  running slice commits and requeues at its next step boundary; the drain
+  waits for that (the slice holds the lifecycle busy);
+* Redis unreachable: the loops back off and retry; a slice that cannot
+  commit is simply not acknowledged and comes back after its lease, from
+  the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import replace
+from typing import Any
+
+from mcp_types import INTERNAL_ERROR
+from redis.exceptions import RedisError, ResponseError
+
+from mrtr_worker.compute.engine import COMPUTE_META_KEY
+from mrtr_worker.lifecycle import Lifecycle
+from mrtr_worker.rounds import WorkerInstance
+from mrtr_worker.tasks.catalog import JOBS
+from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
+from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
+from mrtr_worker.tasks.store import Slice, Stored, TaskStore, now_ms
+from mrtr_worker.tasks.wire import Status
+
+logger = logging.getLogger(__name__)
+
+_BACKOFF_SECONDS = 0.5
+
+
+class TaskRunner:
+    def __init__(
+        self,
+        store: TaskStore,
+        identity: WorkerInstance,
+        lifecycle: Lifecycle,
+        pool: StepPool,
+        *,
+        concurrency: int,
+        slice_ms: int,
+        lease_ms: int,
+        poll_ms: int,
+    ) -> None:
+        self._store = store
+        self._identity = identity
+        self._lifecycle = lifecycle
+        self._pool = pool
+        self._concurrency = concurrency
+        self._capacity = asyncio.Semaphore(concurrency)
+        self._slice_s = slice_ms / 1000
+        self._lease_ms = lease_ms
+        self._poll_ms = min(poll_ms, 1000)
+        self._stopping = False
+        self._loops: list[asyncio.Task[None]] = []
+        self._running: set[asyncio.Task[None]] = set()
+        self.last_error: str | None = None
+        """Why the store was unreachable the last time the runner tried, or None once it works again."""
+
+    @property
+    def consumer(self) -> str:
+        return self._identity.instance_id
+
+    @property
+    def running_slices(self) -> int:
+        return len(self._running)
+
+    async def start(self) -> None:
+        self._loops = [asyncio.create_task(self._consume()), asyncio.create_task(self._reclaim())]
+
+    async def stop(self, grace_seconds: float = 30.0) -> None:
+        """Take no more slices; running ones requeue at their next step boundary."""
+        self._stopping = True
+        for loop in self._loops:
+            loop.cancel()
+        for loop in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        if self._running:
+            await asyncio.wait(self._running, timeout=grace_seconds)
+
+    def _paused(self) -> bool:
+        return self._stopping or self._lifecycle.draining
+
+    def _failed(self, exc: BaseException) -> None:
+        message = f"{type(exc).__name__}: {exc}"
+        if self.last_error != message:
+            logger.warning("task store unreachable: %s", message)
+        self.last_error = message
+
+    async def _consume(self) -> None:
+        group_ready = False
+        while not self._stopping:
+            if self._lifecycle.draining:
+                await asyncio.sleep(self._poll_ms / 1000)
+                continue
+            await self._capacity.acquire()
+            try:
+                if not group_ready:
+                    await self._store.ensure_group()
+                    group_ready = True
+                taken = await self._store.take(self.consumer, self._poll_ms)
+                self.last_error = None
+            except (RedisError, OSError) as exc:
+                self._capacity.release()
+                if isinstance(exc, ResponseError) and "NOGROUP" in str(exc):
+                    group_ready = False  # Redis lost its data: recreate the group
+                self._failed(exc)
+                await asyncio.sleep(_BACKOFF_SECONDS)
+                continue
+            except BaseException:
+                self._capacity.release()
+                raise
+            if taken is None:
+                self._capacity.release()
+                continue
+            self._spawn(taken)
+
+    async def _reclaim(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(max(0.2, self._lease_ms / 4000))
+            while not self._paused() and not self._capacity.locked():
+                await self._capacity.acquire()
+                try:
+                    slices = await self._store.reclaim(self.consumer, self._lease_ms, count=1)
+                except (RedisError, OSError) as exc:
+                    self._capacity.release()
+                    self._failed(exc)
+                    break
+                if not slices:
+                    self._capacity.release()
+                    break
+                logger.info("taking over slice %s of task %s (lease expired)", slices[0].message_id, slices[0].task_id)
+                self._spawn(slices[0])
+
+    def _spawn(self, taken: Slice) -> None:
+        task = asyncio.create_task(self._run(taken))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _run(self, taken: Slice) -> None:
+        try:
+            with self._lifecycle.busy():
+                await self._run_slice(taken)
+        except (RedisError, OSError) as exc:
+            self._failed(exc)  # not acknowledged: the slice comes back after its lease, from the last checkpoint
+        except Exception:
+            logger.exception("slice %s of task %s failed", taken.message_id, taken.task_id)
+        finally:
+            self._capacity.release()
+
+    async def _run_slice(self, taken: Slice) -> None:
+        store = self._store
+        try:
+            stored = await store.load(taken.task_id)
+        except UnreadableRecord as exc:
+            logger.error("task %s unreadable, slice dropped: %s", taken.task_id, exc)
+            await store.ack(taken.message_id)
+            return
+        if stored is None or stored.rev != taken.rev or stored.record.status is not Status.WORKING:
+            await store.ack(taken.message_id)  # expired, cancelled, paused or already moved on: a stale slice
+            return
+        job = JOBS.get(stored.record.job)
+        record = stored.record.visit(self._identity.instance_id, self._identity.version)
+        if job is None:
+            failure = TaskFailure(INTERNAL_ERROR, f"this worker does not know job {record.job!r}")
+            await self._finish(stored, record, failure, taken)
+            return
+        await self._steps(stored, record, job, taken)
+
+    async def _steps(self, stored: Stored, record: TaskRecord, job: Job, taken: Slice) -> None:
+        store = self._store
+        state, steps = record.state, record.steps
+        started = time.monotonic()
+        while True:
+            questions = job.questions(state)
+            if questions and not record.can_ask:
+                # The client cannot answer forms: proceed as if each question were declined.
+                for key in questions:
+                    declined = job.answer(state, key, {"action": "decline"})
+                    if declined is None:
+                        failure = TaskFailure(INTERNAL_ERROR, f"the job needs an answer to {key!r}")
+                        await self._finish(stored, replace(record, state=state, steps=steps), failure, taken)
+                        return
+                    state = declined
+                continue
+            if questions:
+                paused = replace(record, state=state, steps=steps).asking(questions, now_ms())
+                await self._commit(stored, paused, taken)
+                return
+            if job.done(state):
+                await self._finish(stored, replace(record, state=state, steps=steps), None, taken, job)
+                return
+            if self._paused() or time.monotonic() - started >= self._slice_s:
+                checkpoint = replace(record, state=state, steps=steps).moved(Status.WORKING, now_ms())
+                await self._commit(stored, checkpoint, taken, requeue=True)
+                return
+            if await store.status(record.task_id) != (Status.WORKING, stored.rev):
+                await store.ack(taken.message_id)  # cancelled, or taken over: stop at this boundary
+                return
+            await store.renew(self.consumer, taken.message_id)
+            try:
+                state = await job.advance(state, self._pool)
+            except TaskFailure as failure:
+                await self._finish(stored, replace(record, state=state, steps=steps), failure, taken)
+                return
+            steps += 1
+
+    async def _finish(
+        self, stored: Stored, record: TaskRecord, failure: TaskFailure | None, taken: Slice, job: Job | None = None
+    ) -> None:
+        now = now_ms()
+        if failure is None and job is not None:
+            try:
+                result = dict(job.result(record.state))
+            except TaskFailure as raised:
+                failure = raised
+            else:
+                meta: dict[str, Any] = dict(result.get("_meta") or {})
+                meta[COMPUTE_META_KEY] = {"steps": record.steps, "slices": record.slices, "visited": record.visited}
+                result["_meta"] = meta
+                await self._commit(stored, record.moved(Status.COMPLETED, now, result=result), taken)
+                return
+        assert failure is not None
+        await self._commit(stored, record.moved(Status.FAILED, now, error=failure.error()), taken)
+
+    async def _commit(self, stored: Stored, record: TaskRecord, taken: Slice, *, requeue: bool = False) -> None:
+        if not await self._store.commit(stored, record, ack=taken.message_id, requeue=requeue):
+            await self._store.ack(taken.message_id)  # another write came first (a cancel): this slice is stale

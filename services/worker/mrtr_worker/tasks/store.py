@@ -1,0 +1,226 @@
+"""Task records, the per-principal cap and the queue of runnable slices, all in one Redis.
+
+Layout (every key under the configured prefix):
+
+* `task:{id}`: a hash of `rec` (the sealed record), `rev` (a revision counter
+  bumped by every write) and `status` (plain: it reveals nothing, and the
+  runner reads it at every step to notice a cancel cheaply). Its expiry is
+  the task's TTL, reset by every write: Redis itself removes a task that saw
+  no activity for that long, and never sooner.
+* `live:{principal digest}`: a sorted set of the principal's unfinished
+  tasks, scored by their expiry, for the cap.
+* `slices` (a stream) with the consumer group `workers`: one message per
+  runnable slice, `{task, rev}`. A worker reads with XREADGROUP as its
+  instance id; the message stays pending (leased) until acknowledged; a
+  slice whose worker died is taken over with XAUTOCLAIM after the lease.
+
+Every write is one optimistic transaction (WATCH the task, check `rev`,
+MULTI/EXEC): the checkpoint, the acknowledgement of the slice just run and
+the message of the next one land together or not at all, so a slice is
+never lost and never runs from a stale checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis.asyncio as redis
+from redis.exceptions import ResponseError, WatchError
+
+from mrtr_worker.tasks.principal import principal_digest
+from mrtr_worker.tasks.record import TaskRecord
+from mrtr_worker.tasks.sealing import RecordSealer
+from mrtr_worker.tasks.wire import Status
+
+GROUP = "workers"
+_RETRIES = 20
+
+
+class CapReached(Exception):
+    """The principal already holds the maximum of unfinished tasks."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    record: TaskRecord
+    rev: int
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One runnable slice taken from the stream: its message id and the revision it was queued for."""
+
+    message_id: str
+    task_id: str
+    rev: int
+
+
+Mutation = Callable[[TaskRecord], tuple[TaskRecord, bool] | None]
+"""Given the current record: the new record and whether to queue a slice, or None to leave it as is."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TaskStore:
+    def __init__(self, client: redis.Redis, sealer: RecordSealer, *, prefix: str) -> None:
+        self.client = client
+        self._sealer = sealer
+        self._prefix = prefix
+        self.stream = f"{prefix}slices"
+
+    @classmethod
+    def connect(cls, url: str, sealer: RecordSealer, *, prefix: str) -> TaskStore:
+        """A client that fails fast: a task call waits at most a couple of seconds for an unreachable Redis."""
+        client = redis.Redis.from_url(
+            url, decode_responses=True, socket_timeout=2.0, socket_connect_timeout=1.0, health_check_interval=5
+        )
+        return cls(client, sealer, prefix=prefix)
+
+    def task_key(self, task_id: str) -> str:
+        return f"{self._prefix}task:{task_id}"
+
+    def _live_key(self, principal: str | None) -> str:
+        return f"{self._prefix}live:{principal_digest(principal)}"
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    async def ping(self) -> bool:
+        return bool(await self.client.ping())
+
+    async def ensure_group(self) -> None:
+        """Create the stream and its consumer group if missing (every worker does; the first one wins)."""
+        try:
+            await self.client.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    # Records.
+
+    async def create(self, record: TaskRecord, max_live: int) -> None:
+        """Store a new task (and queue its first slice when it is working), unless the principal is at the cap.
+
+        Returns only once Redis has the record: a `tasks/get` right after creation always finds it.
+        """
+        key, live = self.task_key(record.task_id), self._live_key(record.principal)
+        sealed = self._sealer.seal(record)
+        for _ in range(_RETRIES):
+            async with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    await pipe.watch(live)
+                    now = now_ms()
+                    await pipe.zremrangebyscore(live, "-inf", now)
+                    if await pipe.zcard(live) >= max_live:
+                        raise CapReached
+                    pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                    pipe.hset(key, mapping={"rec": sealed, "rev": 1, "status": record.status.value})
+                    pipe.pexpire(key, record.ttl_ms)
+                    pipe.zadd(live, {record.task_id: now + record.ttl_ms})
+                    pipe.pexpire(live, record.ttl_ms)
+                    if record.status is Status.WORKING:
+                        pipe.xadd(self.stream, {"task": record.task_id, "rev": 1})
+                    await pipe.execute()
+                    return
+                except WatchError:
+                    continue
+        raise RuntimeError("task creation kept conflicting; try again")
+
+    async def load(self, task_id: str) -> Stored | None:
+        values = cast(list[str | None], await self.client.hmget(self.task_key(task_id), ["rec", "rev"]))
+        sealed, rev = values[0], values[1]
+        if sealed is None or rev is None:
+            return None
+        return Stored(self._sealer.open(task_id, sealed), int(rev))
+
+    async def status(self, task_id: str) -> tuple[Status, int] | None:
+        """The plain status and revision: what the runner checks at every step boundary."""
+        values = cast(list[str | None], await self.client.hmget(self.task_key(task_id), ["status", "rev"]))
+        if values[0] is None or values[1] is None:
+            return None
+        return Status(values[0]), int(values[1])
+
+    async def commit(
+        self, stored: Stored, record: TaskRecord, *, ack: str | None = None, requeue: bool = False
+    ) -> bool:
+        """Write `record` if the task is still at `stored.rev`; with it, acknowledge `ack` and queue the next slice.
+
+        False (nothing written, nothing acknowledged) when another write came first.
+        """
+        key = self.task_key(record.task_id)
+        async with self.client.pipeline(transaction=True) as pipe:
+            try:
+                await pipe.watch(key)
+                rev = await pipe.hget(key, "rev")
+                if rev is None or int(rev) != stored.rev:
+                    return False
+                self._write(pipe, record, stored.rev + 1, ack=ack, requeue=requeue)
+                await pipe.execute()
+                return True
+            except WatchError:
+                return False
+
+    def _write(self, pipe: Any, record: TaskRecord, rev: int, *, ack: str | None, requeue: bool) -> None:
+        key, live = self.task_key(record.task_id), self._live_key(record.principal)
+        pipe.multi()
+        pipe.hset(key, mapping={"rec": self._sealer.seal(record), "rev": rev, "status": record.status.value})
+        pipe.pexpire(key, record.ttl_ms)
+        if record.terminal:
+            pipe.zrem(live, record.task_id)
+        else:
+            pipe.zadd(live, {record.task_id: now_ms() + record.ttl_ms})
+            pipe.pexpire(live, record.ttl_ms)
+        if ack is not None:
+            pipe.xack(self.stream, GROUP, ack)
+            pipe.xdel(self.stream, ack)  # acknowledged slices leave the stream: it holds only runnable work
+        if requeue:
+            pipe.xadd(self.stream, {"task": record.task_id, "rev": rev})
+
+    async def mutate(self, task_id: str, change: Mutation) -> Stored | None:
+        """Apply `change` to the current record, retrying on conflicts; None when the task does not exist."""
+        for _ in range(_RETRIES):
+            stored = await self.load(task_id)
+            if stored is None:
+                return None
+            outcome = change(stored.record)
+            if outcome is None:
+                return stored
+            record, requeue = outcome
+            if await self.commit(stored, record, requeue=requeue):
+                return Stored(record, stored.rev + 1)
+        raise RuntimeError(f"task {task_id}: too many concurrent changes; try again")
+
+    # The slice queue.
+
+    async def take(self, consumer: str, block_ms: int) -> Slice | None:
+        """The next new slice for this consumer (leased to it until acknowledged), waiting up to `block_ms`."""
+        reply: Any = await self.client.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=1, block=block_ms)
+        for _stream, messages in reply or []:
+            for message_id, fields in messages:
+                return _slice(message_id, fields)
+        return None
+
+    async def reclaim(self, consumer: str, lease_ms: int, count: int) -> list[Slice]:
+        """Slices whose lease ran out (their worker died or hung), now leased to this consumer."""
+        reply: Any = await self.client.xautoclaim(self.stream, GROUP, consumer, lease_ms, start_id="0-0", count=count)
+        messages = reply[1] if len(reply) > 1 else []
+        return [_slice(message_id, fields) for message_id, fields in messages if fields]
+
+    async def renew(self, consumer: str, message_id: str) -> None:
+        """Keep a slice's lease while it runs (reset its idle time)."""
+        await self.client.xclaim(self.stream, GROUP, consumer, 0, [message_id], justid=True)
+
+    async def ack(self, message_id: str) -> None:
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xack(self.stream, GROUP, message_id)
+            pipe.xdel(self.stream, message_id)
+            await pipe.execute()
+
+
+def _slice(message_id: str, fields: dict[str, str]) -> Slice:
+    return Slice(message_id, str(fields.get("task", "")), int(fields.get("rev", "0") or 0))
