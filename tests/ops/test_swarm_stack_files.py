@@ -63,9 +63,35 @@ def test_compose_yaml_holds_nothing_docker_stack_deploy_refuses(base: dict[str, 
         assert isinstance(depends_on, list), f"{name}: depends_on conditions belong in compose.override.yaml"
 
 
-def test_the_swarm_stack_is_the_proxy_and_one_worker_service(base: dict[str, Any], swarm: dict[str, Any]) -> None:
-    assert set(base["services"]) == {"lb", "worker"}
+def test_the_swarm_stack_is_the_proxy_one_worker_service_and_redis(base: dict[str, Any], swarm: dict[str, Any]) -> None:
+    assert set(base["services"]) == {"lb", "worker", "redis"}
     assert set(swarm["services"]) <= set(base["services"])
+
+
+def test_redis_is_one_task_pinned_to_the_node_of_its_volume(base: dict[str, Any], swarm: dict[str, Any]) -> None:
+    redis = merge(base["services"]["redis"], swarm["services"]["redis"])
+    assert isinstance(redis, dict)
+    assert redis["volumes"] == ["redis-data:/data"]
+    assert "redis-data" in base["volumes"]
+    assert redis["deploy"]["replicas"] == 1
+    assert redis["deploy"]["placement"]["constraints"] == ["node.role == manager"]
+    assert "ports" not in redis, "only the workers reach it, inside the stack"
+    assert redis["image"] == "${MRTR_REDIS_IMAGE:-mrtr-redis:latest}"
+    assert seconds(redis["stop_grace_period"]) >= 10, "time to write the append-only file out"
+
+
+def test_redis_is_never_two_tasks_on_the_same_data(swarm: dict[str, Any]) -> None:
+    """The default `start-first` of the workers would run a second Redis on the same append-only file."""
+    deploy = swarm["services"]["redis"]["deploy"]
+    assert deploy["update_config"]["order"] == "stop-first"
+    assert deploy["rollback_config"]["order"] == "stop-first"
+    assert deploy["update_config"]["parallelism"] == 1
+
+
+def test_the_workers_find_redis_by_its_service_name(base: dict[str, Any]) -> None:
+    url = base["x-worker-env"]["MRTR_WORKER_REDIS_URL"]
+    assert url == "${MRTR_REDIS_URL:-redis://redis:6379/0}"
+    assert base["services"]["worker"]["depends_on"] == ["redis"]
 
 
 def test_the_proxy_finds_the_workers_through_the_swarms_task_dns(swarm: dict[str, Any]) -> None:
@@ -144,8 +170,10 @@ def test_docker_compose_still_sees_the_whole_cluster_through_the_override() -> N
     """The split moved the compose-only parts; the project compose reads (both files) is the one it was."""
     project = compose_project()
     services = project["services"]
-    assert set(services) == {"lb", "worker", "worker-v2", "haproxy", "locust-master", "locust-worker"}
+    assert set(services) == {"lb", "worker", "worker-v2", "redis", "haproxy", "locust-master", "locust-worker"}
     assert services["lb"]["depends_on"] == {"worker": {"condition": "service_healthy"}}
+    for worker in ("worker", "worker-v2"):
+        assert services[worker]["depends_on"] == {"redis": {"condition": "service_healthy"}}, worker
     assert services["lb"]["ports"] == ["${MRTR_BIND:-127.0.0.1}:${MRTR_PORT:-8080}:8080"]
     assert services["haproxy"]["profiles"] == ["haproxy"]
     assert services["locust-master"]["profiles"] == services["locust-worker"]["profiles"] == ["loadtest"]
@@ -160,7 +188,7 @@ def test_worker_v2_is_the_worker_with_another_version_for_compose() -> None:
     assert v2["build"] == {**worker["build"], "args": {**worker["build"]["args"], "WORKER_VERSION": "2"}}
     assert (v2["image"], worker["image"]) == ("mrtr-worker:v2", "mrtr-worker:v1")
     assert v2["networks"] == {"default": {"aliases": ["worker"]}}
-    for key in ("secrets", "stop_grace_period", "restart"):
+    for key in ("secrets", "stop_grace_period", "restart", "depends_on"):
         assert v2[key] == worker[key]
     assert v2["deploy"] == {"replicas": "${MRTR_V2_WORKERS:-0}"}
 

@@ -95,8 +95,12 @@ class SwarmStack:
     def scale(self, service: str, replicas: int) -> None:
         self._docker("service", "scale", "--detach", f"{self.qualified(service)}={replicas}")
 
-    def remove(self, timeout: float = 90.0) -> None:
-        """`docker stack rm`, then wait until its containers and networks are gone (a redeploy would race them)."""
+    def remove(self, timeout: float = 90.0, *, volumes: bool = True) -> None:
+        """`docker stack rm`, then wait until its containers and networks are gone (a redeploy would race them).
+
+        `docker stack rm` keeps the stack's volumes (Redis's data); with `volumes` they go too, so the
+        next deploy starts with an empty task store.
+        """
         if self.exists():
             self._docker("stack", "rm", self.name)
         label: dict[str, str | list[str] | bool] = {"label": f"{STACK_LABEL}={self.name}"}
@@ -109,6 +113,9 @@ class SwarmStack:
             interval=POLL_SECONDS,
             what=f"the containers and networks of stack {self.name} to go",
         )
+        if volumes:
+            for volume in self._engine.volumes.list(filters=label):
+                volume.remove()
 
     # --- observations --------------------------------------------------------------------------------
 

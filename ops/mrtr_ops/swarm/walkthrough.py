@@ -66,9 +66,10 @@ class Options:
 
 
 def images(engine: docker.DockerClient) -> dict[str, str]:
-    """The stack's images by ID (a swarm never tries a registry for those): lb, worker v1 and v2, loadtest."""
+    """The stack's images by ID (a swarm never tries a registry for those): lb, worker v1 and v2, redis, loadtest."""
     return {
         "MRTR_LB_IMAGE": image_id(engine, "mrtr-lb:latest"),
+        "MRTR_REDIS_IMAGE": image_id(engine, "mrtr-redis:latest"),
         "MRTR_WORKER_IMAGE": image_id(engine, "mrtr-worker:v1"),
         "MRTR_WORKER_V2_IMAGE": image_id(engine, "mrtr-worker:v2"),
         "MRTR_LOADTEST_IMAGE": image_id(engine, "mrtr-loadtest:latest"),
@@ -85,8 +86,9 @@ def in_rotation(url: str) -> int:
 
 
 def deploy_cluster(stack: SwarmStack, url: str, timeout: float = 180.0) -> None:
-    """Deploy the proxy and the workers; return once every worker is in the proxy's rotation."""
+    """Deploy the proxy, the workers and Redis; return once Redis runs and every worker is in the rotation."""
     stack.deploy(*CLUSTER_FILES)
+    stack.wait_converged("redis", timeout)
     stack.wait_converged("worker", timeout)
     stack.wait_converged("lb", timeout)
     replicas = stack.replicas("worker")
