@@ -64,6 +64,7 @@ class TaskFailed(RpcError):
 
     def __init__(self, task_id: str, code: int, message: str, data: Any = None) -> None:
         super().__init__(code, message, data)
+        self.args = (f"task {task_id} failed: {message} (JSON-RPC {code})",)
         self.task_id = task_id
 
 

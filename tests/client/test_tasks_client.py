@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 
 from mrtr_client import AsyncClient, Client, ScriptedInputs, TaskExchange, TaskPolicy
-from mrtr_protocol.instance import WORKER_ID_HEADER
 from mrtr_protocol.tasks import EXTENSION_ID
+from tests.client.scripted_server import ScriptedServer
+from tests.client.scripted_server import wire_task as _task
 
+NOW = {"resultType": "complete", "content": [{"type": "text", "text": "now"}]}
 FAST = TaskPolicy(default_poll_interval=0.001, min_poll_interval=0.001)
 FORM = {
     "method": "elicitation/create",
@@ -24,49 +23,8 @@ FORM = {
 }
 
 
-def _task(task_id: str, status: str, result_type: str = "complete", **extra: Any) -> dict[str, Any]:
-    stamp = "2026-11-30T20:00:00Z"
-    fields = {"taskId": task_id, "status": status, "createdAt": stamp, "lastUpdatedAt": stamp, "ttlMs": None}
-    return {"resultType": result_type, **fields, **extra}
-
-
-class ScriptedServer:
-    """Answers tools/call with a task and tasks/get from a script of statuses; records every request."""
-
-    def __init__(self, polls: list[dict[str, Any]], *, task_id: str = "t-1", create: bool = True) -> None:
-        self.polls = polls
-        self.task_id = task_id
-        self.create = create
-        self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
-        self.on_get: Callable[[], None] | None = None
-
-    @property
-    def methods(self) -> list[str]:
-        return [method for method, _, _ in self.requests]
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        method, params = body["method"], body["params"]
-        self.requests.append((method, dict(request.headers), params))
-        if method == "tools/call":
-            if not self.create:
-                result: dict[str, Any] = {"resultType": "complete", "content": [{"type": "text", "text": "now"}]}
-            else:
-                result = _task(self.task_id, "working", "task", pollIntervalMs=1)
-        elif method == "tasks/get":
-            if self.on_get is not None:
-                self.on_get()
-            result = self.polls.pop(0) if len(self.polls) > 1 else self.polls[0]
-        else:
-            result = {"resultType": "complete"}
-        message = {"jsonrpc": "2.0", "id": body["id"], "result": result}
-        worker = f"w{len(self.requests)}"
-        return httpx.Response(200, json=message, headers={WORKER_ID_HEADER: worker})
-
-
 def _client(server: ScriptedServer, inputs: Any = None) -> Client:
-    http = httpx.Client(transport=httpx.MockTransport(server.handle))
-    return Client("http://mcp.test/mcp", inputs, http=http, task_policy=FAST)
+    return Client("http://mcp.test/mcp", inputs, http=server.sync_http(), task_policy=FAST)
 
 
 def test_a_task_is_followed_and_its_questions_answered_by_the_same_handler() -> None:
@@ -99,7 +57,7 @@ def test_a_task_is_followed_and_its_questions_answered_by_the_same_handler() -> 
 
 
 def test_without_task_the_extension_is_not_declared() -> None:
-    server = ScriptedServer([], create=False)
+    server = ScriptedServer([], call_result=NOW)
     with _client(server) as client:
         done = client.call_tool("count_primes", {"limit": 10})
     assert done.text == "now"
@@ -107,7 +65,7 @@ def test_without_task_the_extension_is_not_declared() -> None:
 
 
 def test_a_server_that_makes_no_task_answers_a_task_call_at_once() -> None:
-    server = ScriptedServer([], create=False)
+    server = ScriptedServer([], call_result=NOW)
     with _client(server) as client:
         done = client.call_tool("count_primes", {"limit": 10}, task=True)
     assert (done.text, done.task_id, server.methods) == ("now", None, ["tools/call"])
@@ -155,11 +113,7 @@ async def test_cancelling_the_awaiting_coroutine_cancels_the_task() -> None:
     server = ScriptedServer([_task("t-1", "working", pollIntervalMs=60_000)])
     polled = asyncio.Event()
     server.on_get = polled.set
-
-    async def handle(request: httpx.Request) -> httpx.Response:
-        return server.handle(request)
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(handle))
+    http = server.async_http()
     async with AsyncClient("http://mcp.test/mcp", http=http, task_policy=TaskPolicy(max_poll_interval=30)) as client:
         call = asyncio.create_task(client.call_tool("count_primes", {"limit": 10}, task=True))
         await asyncio.wait_for(polled.wait(), 5)
@@ -176,11 +130,7 @@ async def test_the_async_client_follows_a_task_to_its_result() -> None:
             _task("t-1", "completed", result={"content": [{"type": "text", "text": "done"}]}),
         ]
     )
-
-    async def handle(request: httpx.Request) -> httpx.Response:
-        return server.handle(request)
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(handle))
+    http = server.async_http()
     async with AsyncClient("http://mcp.test/mcp", ScriptedInputs(), http=http, task_policy=FAST) as client:
         done = await client.call_tool("confirm_delete", {"filename": "x"}, task=True)
         snapshot = await client.get_task("t-1")
