@@ -19,8 +19,8 @@ from tests.ops.k8s.objects import container, find
 from tests.support.paths import ROOT
 
 EXPECTED_OBJECTS = {
-    "overlays/v1": {"Namespace", "Deployment", "Service", "PodDisruptionBudget"},
-    "overlays/v2": {"Namespace", "Deployment", "Service", "PodDisruptionBudget"},
+    "overlays/v1": {"Namespace", "Deployment", "StatefulSet", "Service", "PodDisruptionBudget", "NetworkPolicy"},
+    "overlays/v2": {"Namespace", "Deployment", "StatefulSet", "Service", "PodDisruptionBudget", "NetworkPolicy"},
     "loadtest": {"Namespace", "Deployment", "Service", "ConfigMap"},
 }
 
