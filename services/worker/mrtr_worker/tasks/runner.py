@@ -211,7 +211,9 @@ class TaskRunner:
                 await self._finish(stored, replace(record, state=state, steps=steps), None, taken, job)
                 return
             if self._paused() or time.monotonic() - started >= self._slice_s:
-                checkpoint = replace(record, state=state, steps=steps).moved(Status.WORKING, now_ms())
+                message = f"{steps} steps done; last slice on {self._identity.instance_id}"
+                checkpoint = replace(record, state=state, steps=steps, status_message=message)
+                checkpoint = checkpoint.moved(Status.WORKING, now_ms())
                 await self._commit(stored, checkpoint, taken, requeue=True)
                 return
             if await store.status(record.task_id) != (Status.WORKING, stored.rev):

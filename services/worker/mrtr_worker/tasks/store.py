@@ -28,7 +28,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import redis.asyncio as redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError, WatchError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mrtr_worker.tasks.principal import principal_digest
 from mrtr_worker.tasks.record import TaskRecord
@@ -75,9 +79,15 @@ class TaskStore:
 
     @classmethod
     def connect(cls, url: str, sealer: RecordSealer, *, prefix: str) -> TaskStore:
-        """A client that fails fast: a task call waits at most a couple of seconds for an unreachable Redis."""
+        """A client that fails fast (a task call waits at most a few seconds for an unreachable Redis) and
+        retries a command a few times on a dropped connection, so a Redis restart costs no error once it is back."""
         client = redis.Redis.from_url(
-            url, decode_responses=True, socket_timeout=2.0, socket_connect_timeout=1.0, health_check_interval=5
+            url,
+            decode_responses=True,
+            socket_timeout=2.0,
+            socket_connect_timeout=1.0,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3),
+            retry_on_error=[RedisConnectionError, RedisTimeoutError],
         )
         return cls(client, sealer, prefix=prefix)
 
