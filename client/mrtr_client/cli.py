@@ -24,7 +24,14 @@ import httpx
 from mrtr_client import Client, MrtrError, RetryPolicy, RpcError, TaskPolicy, TaskWaitExceeded
 from mrtr_client.inputs import Answer, default_form_content, sampling_answer
 from mrtr_client.trace import CallResult, TaskExchange, TaskSnapshot
-from mrtr_protocol.tasks import TASKS_CANCEL, TASKS_UPDATE, TaskStatus, requires_tasks
+from mrtr_protocol.tasks import (
+    COMPUTE_META_KEY,
+    TASKS_CANCEL,
+    TASKS_UPDATE,
+    TaskStatus,
+    requires_tasks,
+    slice_workers,
+)
 
 TASK_COMMANDS = ("get", "cancel", "wait")
 INTERRUPTED = 130
@@ -124,7 +131,13 @@ def _print_trace(done: CallResult) -> None:
     polls = done.trace.polls
     if done.task_id is not None:
         workers = ", ".join(dict.fromkeys(p.instance for p in polls if p.instance)) or "-"
-        print(f"task {done.task_id}: {len(polls)} polls answered by {workers}")
+        print(f"task {done.task_id}: {len(polls)} poll{'s' if len(polls) != 1 else ''} answered by {workers}")
+        ran = slice_workers(done.result)
+        if ran:
+            compute = (done.result.get("_meta") or {}).get(COMPUTE_META_KEY) or {}
+            where = ", ".join(f"{instance} v{version}" for instance, version in ran)
+            count = f"{compute.get('steps')} steps in {compute.get('slices', len(ran))} slices"
+            print(f"task {done.task_id}: {count}, run on {where}")
 
 
 class StatusLine:

@@ -30,6 +30,11 @@ TASK_METHODS: tuple[str, ...] = (TASKS_GET, TASKS_UPDATE, TASKS_CANCEL)
 
 TASK_ID_PARAM = "taskId"
 
+COMPUTE_META_KEY = "mrtr-cluster.dev/compute"
+"""Vendor `_meta` key on a computation's result (a task's too): `{"steps", "slices", "visited"}`, where `visited`
+lists `[instance, version]` per slice (the latest ones): the only place a client learns which workers did the
+work (a poll says only who answered it)."""
+
 
 class TaskStatus(StrEnum):
     """A task's `status`."""
@@ -66,6 +71,21 @@ def requires_tasks(error_data: Any) -> bool:
         return False
     required = error_data.get("requiredCapabilities")
     return isinstance(required, Mapping) and declares_tasks(required)
+
+
+def slice_workers(result: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """The `(instance, version)` of each slice a result's compute `_meta` names, in order; empty if none."""
+    meta = result.get("_meta")
+    compute = meta.get(COMPUTE_META_KEY) if isinstance(meta, Mapping) else None
+    visited = compute.get("visited") if isinstance(compute, Mapping) else None
+    if not isinstance(visited, list):
+        return []
+    pairs = []
+    for entry in visited:
+        if isinstance(entry, list | tuple) and len(entry) == 2 and isinstance(entry[0], str):
+            version = entry[1]
+            pairs.append((entry[0], version if isinstance(version, int) and not isinstance(version, bool) else 0))
+    return pairs
 
 
 _STATUS_VALUES = frozenset(status.value for status in TaskStatus)

@@ -20,7 +20,11 @@ FORM = {
         "requestedSchema": {"type": "object", "properties": {"digits": {"type": "integer"}}},
     },
 }
-COUNT = {"content": [{"type": "text", "text": "148933"}], "structuredContent": {"limit": 2000000, "count": 148933}}
+COUNT = {
+    "content": [{"type": "text", "text": "148933"}],
+    "structuredContent": {"limit": 2000000, "count": 148933},
+    "_meta": {"mrtr-cluster.dev/compute": {"steps": 20, "slices": 2, "visited": [["w2", 1], ["w3", 2]]}},
+}
 
 
 def _run(server: ScriptedServer, *argv: str) -> int:
@@ -51,6 +55,7 @@ def test_a_task_shows_its_status_as_it_changes_and_prints_the_result(capsys: pyt
     ]
     assert "slice 2 on w3" in out
     assert "task t-1: 4 polls answered by w2, w3, w4, w5" in out
+    assert "task t-1: 20 steps in 2 slices, run on w2 v1, w3 v2" in out
     assert json.loads(out[out.index("{") :]) == COUNT["structuredContent"]
     call = server.params("tools/call")[0]
     assert call["arguments"] == {"limit": 2000000}

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from mrtr_protocol.tasks import (
+    COMPUTE_META_KEY,
     EXTENSION_ID,
     TASK_METHODS,
     TERMINAL_STATUSES,
@@ -14,6 +15,7 @@ from mrtr_protocol.tasks import (
     declares_tasks,
     is_task_status,
     requires_tasks,
+    slice_workers,
     with_tasks,
 )
 from mrtr_protocol.wire import NAMED_METHODS, request_headers
@@ -62,3 +64,10 @@ def test_task_methods_name_the_task_in_mcp_name(method: str) -> None:
     headers = request_headers(method, {"taskId": "t-123", "inputResponses": {}})
     assert headers["Mcp-Name"] == "t-123"
     assert headers["Mcp-Method"] == method
+
+
+def test_the_workers_of_a_results_slices_are_read_defensively() -> None:
+    result = {"_meta": {COMPUTE_META_KEY: {"steps": 2, "visited": [["w1", 1], ["w2", 2], "junk", [3, 1]]}}}
+    assert slice_workers(result) == [("w1", 1), ("w2", 2)]
+    assert slice_workers({"_meta": {COMPUTE_META_KEY: {"visited": "w1"}}}) == []
+    assert slice_workers({"content": []}) == []
