@@ -17,10 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from mrtr_client import Client, TaskExchange
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.local.redis import REDIS_URL_VARIABLE, ping
 from mrtr_ops.waiting import wait_until
+from mrtr_protocol.tasks import EXTENSION_ID
+from mrtr_worker.compute.primes import KNOWN_COUNTS
 from tests.ops.conftest import MakeCluster
+from tests.support.wire import McpHttp
 
 pytestmark = pytest.mark.slow  # starts clusters and Redis servers
 
@@ -57,6 +61,39 @@ def test_redis_runs_in_the_work_dir_and_every_worker_gets_its_url(cluster: Local
     assert worker_urls(cluster) == dict.fromkeys(cluster.workers, cluster.redis_url)
 
 
+def advertised(worker_url: str) -> bool:
+    """Whether the worker itself (not through the proxy) offers the tasks extension in `server/discover`."""
+    mcp = McpHttp(f"{worker_url}/mcp")
+    try:
+        capabilities = mcp.call("server/discover", {}).result["capabilities"]
+    finally:
+        mcp.close()
+    return EXTENSION_ID in capabilities.get("extensions", {})
+
+
+def test_every_worker_offers_tasks_on_the_clusters_redis(cluster: LocalCluster) -> None:
+    assert all(advertised(handle.url) for handle in cluster.workers.values())
+
+
+def test_a_task_completes_exactly_across_a_redis_restart(cluster: LocalCluster) -> None:
+    """Redis restarted (SIGTERM, the same data) right after the task was created: the task finishes, exactly."""
+    redis = cluster.redis
+    assert redis is not None
+    restarted: list[int | None] = []
+
+    def restart_once(exchange: TaskExchange) -> None:
+        if not restarted:
+            restarted.append(redis.pid)
+            redis.restart()
+
+    limit = 2_000_000
+    with Client(cluster.mcp_url) as client:
+        done = client.call_tool("count_primes", {"limit": limit}, task=True, on_task=restart_once)
+    assert restarted
+    assert restarted[0] != redis.pid
+    assert done.structured == {"count": KNOWN_COUNTS[limit]}
+
+
 def test_added_and_restarted_workers_get_the_url_too(cluster: LocalCluster) -> None:
     added = cluster.add_worker(2)
     assert environ(added.process.pid)[REDIS_URL_VARIABLE] == cluster.redis_url
@@ -87,6 +124,7 @@ def test_without_redis_the_workers_get_no_url(make_cluster: MakeCluster) -> None
     assert cluster.redis_url is None
     assert worker_urls(cluster) == dict.fromkeys(cluster.workers, None)
     assert not (cluster.config.work_dir / "redis").exists()
+    assert not any(advertised(handle.url) for handle in cluster.workers.values())
 
 
 class CliRun:
