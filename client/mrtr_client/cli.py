@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -181,7 +182,8 @@ class StatusLine:
         text = f"  {snapshot.status:<15} {instance or '-':<12} {elapsed:7.1f} s" + (f"  {message}" if message else "")
         key = (snapshot.status, instance, message)
         if self._live:
-            self._out.write("\r\x1b[K" + text)
+            width = shutil.get_terminal_size().columns - 1  # a wrapped line could not be rewritten in place
+            self._out.write("\r\x1b[K" + text[:width])
             self._out.flush()
             self._open = True
             if snapshot.status == TaskStatus.INPUT_REQUIRED or snapshot.terminal:
