@@ -60,6 +60,25 @@ def test_the_workers_keep_the_images_health_check_with_more_patience(
     assert container.attrs["State"]["Health"]["Status"] == "healthy"
 
 
+def test_the_task_store_is_one_healthy_redis_pinned_to_its_node_and_never_doubled(
+    stack: SwarmStack, engine: docker.DockerClient
+) -> None:
+    spec = stack.spec("redis")
+    assert spec["Mode"]["Replicated"]["Replicas"] == 1
+    assert spec["TaskTemplate"]["Placement"]["Constraints"] == ["node.role == manager"]
+    assert spec["UpdateConfig"]["Order"] == "stop-first"
+    (mount,) = spec["TaskTemplate"]["ContainerSpec"]["Mounts"]
+    assert (mount["Type"], mount["Source"], mount["Target"]) == ("volume", f"{stack.name}_redis-data", "/data")
+    (task,) = [t for t in stack.tasks("redis") if t.running]
+    container = engine.containers.get(task.container_id)
+    assert container.attrs["State"]["Health"]["Status"] == "healthy"
+    code, output = container.exec_run(["redis-cli", "-p", "6379", "CONFIG", "GET", "appendonly"])
+    assert isinstance(output, bytes)  # not streamed
+    assert (code, output.decode().split()) == (0, ["appendonly", "yes"])
+    worker = stack.spec("worker")["TaskTemplate"]["ContainerSpec"]["Env"]
+    assert "MRTR_WORKER_REDIS_URL=redis://redis:6379/0" in worker
+
+
 def test_the_proxy_found_every_worker_through_tasks_dns_and_spreads_calls(
     stack: SwarmStack, lb_url: str, token: str
 ) -> None:
