@@ -40,7 +40,7 @@ def test_the_image_installs_debians_redis_server_on_the_overridable_base() -> No
 def test_the_image_runs_as_the_projects_non_root_user_with_a_health_check() -> None:
     assert dockerfile_user(DOCKERFILE) == "10001"
     text = DOCKERFILE.read_text()
-    assert "useradd --system --uid 10001" in text
+    assert "useradd --system --uid 10001 --gid 10001" in text
     assert "chown 10001:10001 /data" in text
     (healthcheck,) = [line for line in text.splitlines() if line.startswith("HEALTHCHECK")]
     check = text[text.index(healthcheck) :].split("\n", 2)[1]
