@@ -60,6 +60,7 @@ def test_a_task_finishes_exactly_across_a_redis_restart(lb_url: str, token: str,
         if not restarted:
             restarted.append(exchange.task_id)
             compose("restart", "redis")
+            compose("up", "-d", "--wait", "redis")  # healthy: its append-only file read back
 
     limit = 5_000_000
     with Client(f"{lb_url}/mcp", token=token) as client:
