@@ -298,3 +298,14 @@ def test_no_redis_no_extension(start_worker: StartWorker) -> None:
         assert c.call_tool("failing_job")["isError"] is True
     finally:
         c.close()
+
+
+def test_answers_are_size_capped(client: TaskClient) -> None:
+    task_id = client.create("confirm_delete", {"filename": "big.txt"})
+    (key,) = client.wait_status(task_id, "input_required", timeout=5)["inputRequests"]
+    with pytest.raises(RpcError) as raised:
+        client.update(task_id, {key: {"action": "accept", "content": {"confirm": True, "pad": "x" * 40_000}}})
+    assert raised.value.code == -32602
+    assert raised.value.data["limit"] == "answerBytes"
+    assert client.get(task_id)["status"] == "input_required"  # nothing was folded
+    client.cancel(task_id)

@@ -59,8 +59,8 @@ def _as_wire(result: HandlerResult) -> Mapping[str, Any]:
 
 
 def _outcome(wire: Mapping[str, Any]) -> str:
-    if wire.get("resultType") == "input_required":
-        return "input_required"
+    if wire.get("resultType") in ("input_required", "task"):
+        return str(wire["resultType"])
     if wire.get("isError") is True:
         return "tool_error"
     return "complete"
