@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from mrtr_ops.local.process import WorkerSpec
@@ -260,11 +261,14 @@ def test_demo_prime_report_composes_rounds_and_task(client: TaskClient) -> None:
 # The compute pack as tasks.
 
 
-def test_count_primes_task_is_exact(client: TaskClient) -> None:
+def test_count_primes_task_is_exact(client: TaskClient, tasks_worker: WorkerSpec) -> None:
     task_id = client.create("count_primes", {"limit": 2_000_000, "segment": 100_000})
     done = client.wait_status(task_id, timeout=60)
     assert done["result"]["structuredContent"] == {"count": KNOWN_COUNTS[2_000_000]}
     assert done["result"]["_meta"]["mrtr-cluster.dev/compute"]["steps"] == 20
+    metrics = httpx.get(f"{tasks_worker.url}/metrics", timeout=10).text
+    assert 'mrtr_worker_task_slices_total{outcome="completed"}' in metrics
+    assert 'mrtr_worker_compute_steps_total{tool="count_primes"}' in metrics
 
 
 def test_count_primes_without_extension_stays_mrtr(plain: TaskClient) -> None:

@@ -71,7 +71,7 @@ class Worker:
         )
         lifecycle = Lifecycle()
         engine = Engine(settings.shedding_settings(), lifecycle, metrics)
-        tasks, runner = _task_parts(settings, codec, identity, lifecycle, engine)
+        tasks, runner = _task_parts(settings, codec, identity, lifecycle, engine, metrics)
         return cls(
             settings=settings,
             identity=identity,
@@ -102,7 +102,12 @@ class Worker:
 
 
 def _task_parts(
-    settings: WorkerSettings, codec: FleetStateCodec, identity: WorkerInstance, lifecycle: Lifecycle, engine: Engine
+    settings: WorkerSettings,
+    codec: FleetStateCodec,
+    identity: WorkerInstance,
+    lifecycle: Lifecycle,
+    engine: Engine,
+    metrics: WorkerMetrics,
 ) -> tuple[TaskService | None, TaskRunner | None]:
     """The task service and runner when a Redis URL is configured; (None, None) leaves tasks off."""
     url = settings.redis_url_text()
@@ -118,6 +123,7 @@ def _task_parts(
         identity,
         lifecycle,
         engine,
+        metrics,
         concurrency=settings.task_concurrency,
         slice_ms=settings.task_slice_ms,
         lease_ms=settings.task_lease_ms,

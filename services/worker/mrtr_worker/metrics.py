@@ -50,5 +50,11 @@ class WorkerMetrics:
         self.compute_steps = Counter(
             "mrtr_worker_compute_steps", "Computation steps executed on this instance", ["tool"], registry=r
         )
+        self.task_slices = Counter(
+            "mrtr_worker_task_slices",
+            "Task slices run here, by how they ended (requeued, input_required, completed, failed, stale, reclaimed)",
+            ["outcome"],
+            registry=r,
+        )
         self.in_flight = Gauge("mrtr_worker_in_flight_requests", "MCP requests being handled", registry=r)
         self.ready = Gauge("mrtr_worker_ready", "1 while the worker accepts traffic, 0 while draining", registry=r)

@@ -36,6 +36,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from mrtr_worker.compute.engine import COMPUTE_META_KEY
 from mrtr_worker.lifecycle import Lifecycle
+from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.tasks.catalog import JOBS
 from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
@@ -55,6 +56,7 @@ class TaskRunner:
         identity: WorkerInstance,
         lifecycle: Lifecycle,
         pool: StepPool,
+        metrics: WorkerMetrics,
         *,
         concurrency: int,
         slice_ms: int,
@@ -65,6 +67,7 @@ class TaskRunner:
         self._identity = identity
         self._lifecycle = lifecycle
         self._pool = pool
+        self._metrics = metrics
         self._concurrency = concurrency
         self._capacity = asyncio.Semaphore(concurrency)
         self._slice_s = slice_ms / 1000
@@ -150,6 +153,7 @@ class TaskRunner:
                     self._capacity.release()
                     break
                 logger.info("taking over slice %s of task %s (lease expired)", slices[0].message_id, slices[0].task_id)
+                self._metrics.task_slices.labels(outcome="reclaimed").inc()
                 self._spawn(slices[0])
 
     def _spawn(self, taken: Slice) -> None:
@@ -178,6 +182,7 @@ class TaskRunner:
             return
         if stored is None or stored.rev != taken.rev or stored.record.status is not Status.WORKING:
             await store.ack(taken.message_id)  # expired, cancelled, paused or already moved on: a stale slice
+            self._metrics.task_slices.labels(outcome="stale").inc()
             return
         job = JOBS.get(stored.record.job)
         record = stored.record.visit(self._identity.instance_id, self._identity.version)
@@ -191,6 +196,7 @@ class TaskRunner:
         store = self._store
         state, steps = record.state, record.steps
         started = time.monotonic()
+        steps_counter = self._metrics.compute_steps.labels(tool=job.name)
         while True:
             questions = job.questions(state)
             if questions and not record.can_ask:
@@ -218,6 +224,7 @@ class TaskRunner:
                 return
             if await store.status(record.task_id) != (Status.WORKING, stored.rev):
                 await store.ack(taken.message_id)  # cancelled, or taken over: stop at this boundary
+                self._metrics.task_slices.labels(outcome="stale").inc()
                 return
             await store.renew(self.consumer, taken.message_id)
             try:
@@ -226,6 +233,7 @@ class TaskRunner:
                 await self._finish(stored, replace(record, state=state, steps=steps), failure, taken)
                 return
             steps += 1
+            steps_counter.inc()
 
     async def _finish(
         self, stored: Stored, record: TaskRecord, failure: TaskFailure | None, taken: Slice, job: Job | None = None
@@ -248,3 +256,7 @@ class TaskRunner:
     async def _commit(self, stored: Stored, record: TaskRecord, taken: Slice, *, requeue: bool = False) -> None:
         if not await self._store.commit(stored, record, ack=taken.message_id, requeue=requeue):
             await self._store.ack(taken.message_id)  # another write came first (a cancel): this slice is stale
+            self._metrics.task_slices.labels(outcome="stale").inc()
+            return
+        outcome = "requeued" if requeue else record.status.value
+        self._metrics.task_slices.labels(outcome=outcome).inc()

@@ -121,11 +121,11 @@ class TaskStore:
         key, live = self.task_key(record.task_id), self._live_key(record.principal)
         sealed = self._sealer.seal(record)
         for _ in range(_RETRIES):
+            now = now_ms()
+            await self.client.zremrangebyscore(live, "-inf", now)  # tasks that expired unfinished hold no place
             async with self.client.pipeline(transaction=True) as pipe:
                 try:
                     await pipe.watch(live)
-                    now = now_ms()
-                    await pipe.zremrangebyscore(live, "-inf", now)
                     if await pipe.zcard(live) >= max_live:
                         raise CapReached
                     pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
