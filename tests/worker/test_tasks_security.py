@@ -1,4 +1,5 @@
-"""Security of tasks: sealed at rest, bound to their principal, capped per principal.
+"""Security of tasks: sealed at rest (and across a key rotation), bound to their principal, capped per
+principal, removed by Redis once their TTL has passed since their last activity.
 
 A real worker trusting the development issuer (anonymous calls allowed too, as in local
 development) and a real Redis, read raw to check what a copy of it would reveal.
@@ -9,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 
 from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_ops.local.process import WorkerSpec
 from mrtr_ops.local.redis import RedisServer
+from mrtr_ops.waiting import wait_until
+from mrtr_worker.keyring import KeyRing, new_secret
 from tests.conftest import StartWorker
 from tests.worker.tasks_support import RpcError, TaskClient
 
@@ -133,3 +137,50 @@ def test_live_tasks_are_capped_per_principal(clients: dict[str, TaskClient]) -> 
     for task_id in held:
         bob.cancel(task_id)
     alice.cancel(other)
+
+
+def test_key_rotation_keeps_tasks_readable(
+    start_worker: StartWorker, redis_server: RedisServer, tmp_path: Path, keyring: KeyRing
+) -> None:
+    ring_file = tmp_path / "ring.json"
+    ring_file.write_text(keyring.dumps())
+    env = {"MRTR_WORKER_REDIS_URL": redis_server.url, "MRTR_WORKER_REDIS_PREFIX": "rot:"}
+    spec, _ = start_worker(tool_packs=("conformance",), keyring_path=ring_file, env=env)
+    client = TaskClient(spec.url)
+    try:
+        task_id = client.create("confirm_delete", {"filename": "rotated.txt"})
+        (key,) = client.wait_status(task_id, "input_required", timeout=10)["inputRequests"]  # sealed under test-1
+        ring_file.write_text(keyring.with_key("test-2", new_secret()).promoted("test-2").dumps())
+        reloaded = httpx.post(f"{spec.url}/admin/keyring/reload", timeout=10)
+        assert reloaded.json()["primary_key"] == "test-2"
+        client.update(task_id, {key: {"action": "accept", "content": {"confirm": True}}})  # opens old, seals new
+        assert client.wait_status(task_id)["result"]["content"][0]["text"] == "Deleted rotated.txt"
+    finally:
+        client.close()
+
+
+def test_ttl_counts_from_last_activity_and_redis_removes_the_task(
+    start_worker: StartWorker, redis_server: RedisServer
+) -> None:
+    ttl_ms = 3_000
+    env = {
+        "MRTR_WORKER_REDIS_URL": redis_server.url,
+        "MRTR_WORKER_REDIS_PREFIX": "ttl:",
+        "MRTR_WORKER_TASK_TTL_MS": str(ttl_ms),
+    }
+    spec, _ = start_worker(tool_packs=("conformance",), env=env)
+    client = TaskClient(spec.url)
+    raw = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    try:
+        task_id = client.create("slow_compute", {"seconds": 1})
+        done = client.wait_status(task_id)
+        assert done["ttlMs"] == ttl_ms
+        remaining = raw.pttl(f"ttl:task:{task_id}")
+        assert 0 < remaining <= ttl_ms  # counted from the completion (the last write), not from creation
+        wait_until(lambda: raw.exists(f"ttl:task:{task_id}") == 0, timeout=30, what="Redis to expire the task")
+        with pytest.raises(RpcError) as raised:
+            client.get(task_id)
+        assert raised.value.code == -32602
+    finally:
+        raw.close()
+        client.close()

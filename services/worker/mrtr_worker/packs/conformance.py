@@ -13,6 +13,12 @@ switch them on beside the real packs without mixing them in.
   boundary and verified on the way back like every other tool's. A retry that
   answers too little is asked again rather than failed, answers sent on a
   first call (no requestState yet) are accepted, and extra answers are ignored.
+* Tasks scenarios (`tasks-*`, SEP-2663): `greet` (never a task), `slow_compute`
+  (a task when the extension is declared, answered at once otherwise),
+  `failing_job`, `protocol_error_job`, `confirm_delete`, `multi_input` (tasks
+  only: -32021 without the extension) and `test_tool_with_task` (an MRTR round
+  asks the name, then the call becomes a task). Their work is a job of
+  `mrtr_worker.tasks.fixture_jobs`, so any worker can run or resume it.
 
 Texts and keys follow the scenario descriptions in the suite's sources.
 """
