@@ -13,14 +13,15 @@ from typing import Any
 import httpx
 
 from mrtr_ops.waiting import wait_until
+from mrtr_protocol.tasks import EXTENSION_ID, TASK_METHODS
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from tests.support.wire import parse_body
 
-EXTENSION_ID = "io.modelcontextprotocol/tasks"
 EXT: dict[str, Any] = {"extensions": {EXTENSION_ID: {}}}
 FORMS_AND_EXT: dict[str, Any] = {"elicitation": {}, "sampling": {}, **EXT}
 TERMINAL = ("completed", "failed", "cancelled")
-TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+
+__all__ = ["EXT", "EXTENSION_ID", "FORMS_AND_EXT", "TERMINAL", "RpcError", "TaskClient"]
 
 
 class RpcError(Exception):

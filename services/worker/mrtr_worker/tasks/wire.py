@@ -1,30 +1,25 @@
-"""The tasks extension's names, as the released extension (SEP-2663) spells them.
+"""The tasks extension's names, from the fleet's one home for the wire (`mrtr_protocol.tasks`), and its timestamps.
 
-Kept here, beside the worker's task code, until the fleet's shared wire module
-(`mrtr_protocol`) carries them; the values are the extension's, not ours.
+Re-exported under the names the worker's task modules use, so nothing here spells a wire value again.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from enum import StrEnum
 
-EXTENSION_ID = "io.modelcontextprotocol/tasks"
-TASK_RESULT_TYPE = "task"
-TASKS_GET = "tasks/get"
-TASKS_UPDATE = "tasks/update"
-TASKS_CANCEL = "tasks/cancel"
+from mrtr_protocol.tasks import (
+    EXTENSION_ID,
+    TASK_RESULT_TYPE,
+    TASKS_CANCEL,
+    TASKS_GET,
+    TASKS_UPDATE,
+    TERMINAL_STATUSES,
+)
+from mrtr_protocol.tasks import TaskStatus as Status
 
+TERMINAL = TERMINAL_STATUSES
 
-class Status(StrEnum):
-    WORKING = "working"
-    INPUT_REQUIRED = "input_required"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
+__all__ = ["EXTENSION_ID", "TASKS_CANCEL", "TASKS_GET", "TASKS_UPDATE", "TASK_RESULT_TYPE", "TERMINAL", "Status", "iso"]
 
 
 def iso(epoch_ms: int) -> str:
