@@ -52,7 +52,7 @@ class WorkerMetrics:
         )
         self.task_slices = Counter(
             "mrtr_worker_task_slices",
-            "Task slices run here, by how they ended (requeued, input_required, completed, failed, stale, reclaimed)",
+            "Task slices taken here, by outcome (requeued, input_required, completed, failed, stale, left, reclaimed)",
             ["outcome"],
             registry=r,
         )

@@ -177,20 +177,27 @@ class TaskRunner:
         try:
             stored = await store.load(taken.task_id)
         except UnreadableRecord as exc:
-            logger.error("task %s unreadable, slice dropped: %s", taken.task_id, exc)
-            await store.ack(taken.message_id)
+            # A layout (or key) this version does not have yet: another instance may (a rolling upgrade).
+            await self._leave_to_others(taken, f"record unreadable here ({exc})")
             return
         if stored is None or stored.rev != taken.rev or stored.record.status is not Status.WORKING:
             await store.ack(taken.message_id)  # expired, cancelled, paused or already moved on: a stale slice
             self._metrics.task_slices.labels(outcome="stale").inc()
             return
         job = JOBS.get(stored.record.job)
-        record = stored.record.visit(self._identity.instance_id, self._identity.version)
         if job is None:
-            failure = TaskFailure(INTERNAL_ERROR, f"this worker does not know job {record.job!r}")
-            await self._finish(stored, record, failure, taken)
+            # A job a newer version added: expand/contract says every version learns it before any creates it,
+            # so meeting one is a fleet mid-upgrade: leave the slice to an instance that knows it.
+            await self._leave_to_others(taken, f"job {stored.record.job!r} unknown to version {self._identity.version}")
             return
+        record = stored.record.visit(self._identity.instance_id, self._identity.version)
         await self._steps(stored, record, job, taken)
+
+    async def _leave_to_others(self, taken: Slice, why: str) -> None:
+        logger.warning("task %s: slice left to other instances: %s", taken.task_id, why)
+        self._metrics.task_slices.labels(outcome="left").inc()
+        await asyncio.sleep(_BACKOFF_SECONDS)  # do not take it straight back
+        await self._store.put_back(taken)
 
     async def _steps(self, stored: Stored, record: TaskRecord, job: Job, taken: Slice) -> None:
         store = self._store

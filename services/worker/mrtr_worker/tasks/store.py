@@ -225,6 +225,14 @@ class TaskStore:
         """Keep a slice's lease while it runs (reset its idle time)."""
         await self.client.xclaim(self.stream, GROUP, consumer, 0, [message_id], justid=True)
 
+    async def put_back(self, taken: Slice) -> None:
+        """Hand a slice this worker cannot run to the others, unchanged (same revision), in one step."""
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xack(self.stream, GROUP, taken.message_id)
+            pipe.xdel(self.stream, taken.message_id)
+            pipe.xadd(self.stream, {"task": taken.task_id, "rev": taken.rev})
+            await pipe.execute()
+
     async def ack(self, message_id: str) -> None:
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.xack(self.stream, GROUP, message_id)
