@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from mrtr_ops.local.redis import RedisServer
 from mrtr_ops.waiting import wait_until_async
 from mrtr_worker.compute.computation import State
@@ -22,6 +24,7 @@ from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.state_layout import StateLayout
 from mrtr_worker.tasks.catalog import JOBS
+from mrtr_worker.tasks.jobs import Job
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS, TaskRecord
 from mrtr_worker.tasks.runner import TaskRunner
 from mrtr_worker.tasks.sealing import RecordSealer
@@ -102,5 +105,34 @@ def test_a_job_this_version_does_not_know_is_left_to_others(redis_server: RedisS
         assert stored is not None
         assert stored.record.status is Status.WORKING
         assert stored.rev == 1  # untouched
+
+    asyncio.run(scenario())
+
+
+def test_a_job_that_breaks_fails_the_task_once(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken_step(state: State, pool: Any) -> State:
+        raise ValueError("a bug in the step")
+
+    broken = Job("broken", lambda a: {}, broken_step, lambda s: False, lambda s: {})
+    monkeypatch.setitem(JOBS, "broken", broken)
+
+    async def scenario() -> None:
+        store, runner, metrics = _parts(redis_server.url)
+        record = _record("broken", {})
+        await store.create(record, max_live=10)
+        await runner.start()
+        try:
+
+            async def failed() -> Stored | None:
+                stored = await store.load(record.task_id)
+                return stored if stored is not None and stored.record.terminal else None
+
+            done = await wait_until_async(failed, timeout=30, interval=0.05, what="the task to fail")
+        finally:
+            await runner.stop()
+            await store.close()
+        assert done.record.status is Status.FAILED
+        assert done.record.error == {"code": -32603, "message": "the broken job failed (ValueError)"}
+        assert _count(metrics, "failed") == 1
 
     asyncio.run(scenario())

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from concurrent.futures import BrokenExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -47,6 +48,11 @@ from mrtr_worker.tasks.wire import Status
 logger = logging.getLogger(__name__)
 
 _BACKOFF_SECONDS = 0.5
+
+
+def _step_failure(job: Job, exc: Exception) -> TaskFailure:
+    logger.error("job %s failed: %s: %s", job.name, type(exc).__name__, exc)
+    return TaskFailure(INTERNAL_ERROR, f"the {job.name} job failed ({type(exc).__name__})")
 
 
 class TaskRunner:
@@ -236,7 +242,10 @@ class TaskRunner:
             await store.renew(self.consumer, taken.message_id)
             try:
                 state = await job.advance(state, self._pool)
-            except TaskFailure as failure:
+            except (BrokenExecutor, RedisError, OSError, asyncio.CancelledError):
+                raise  # this instance's trouble, not the job's: the slice comes back after its lease
+            except Exception as exc:  # the job's own failure (a TaskFailure, or a bug): the task fails, clearly
+                failure = exc if isinstance(exc, TaskFailure) else _step_failure(job, exc)
                 await self._finish(stored, replace(record, state=state, steps=steps), failure, taken)
                 return
             steps += 1
@@ -249,8 +258,8 @@ class TaskRunner:
         if failure is None and job is not None:
             try:
                 result = dict(job.result(record.state))
-            except TaskFailure as raised:
-                failure = raised
+            except Exception as raised:  # a TaskFailure by design, anything else a bug: failed either way
+                failure = raised if isinstance(raised, TaskFailure) else _step_failure(job, raised)
             else:
                 meta: dict[str, Any] = dict(result.get("_meta") or {})
                 meta[COMPUTE_META_KEY] = {"steps": record.steps, "slices": record.slices, "visited": record.visited}
