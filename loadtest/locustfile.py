@@ -4,7 +4,7 @@
     locust -f loadtest/locustfile.py --host http://127.0.0.1:8080 ComputeUser ElicitationUser
 
 User classes (name them on the command line to pick; default: all, weighted):
-ShortCallsUser, ComputeUser, LoginUser, ElicitationUser, SamplingRootsUser, MixedUser.
+ShortCallsUser, ComputeUser, LoginUser, ElicitationUser, SamplingRootsUser, MixedUser, TaskUser.
 """
 
 from __future__ import annotations
@@ -17,8 +17,17 @@ from mrtr_locust.users import (
     MixedUser,
     SamplingRootsUser,
     ShortCallsUser,
+    TaskUser,
 )
 
 plugin.install()
 
-__all__ = ["ComputeUser", "ElicitationUser", "LoginUser", "MixedUser", "SamplingRootsUser", "ShortCallsUser"]
+__all__ = [
+    "ComputeUser",
+    "ElicitationUser",
+    "LoginUser",
+    "MixedUser",
+    "SamplingRootsUser",
+    "ShortCallsUser",
+    "TaskUser",
+]

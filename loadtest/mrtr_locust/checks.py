@@ -13,6 +13,7 @@ from typing import Any
 
 from mrtr_client import CallResult
 from mrtr_locust.expected import LOGINS_BY_VERSION
+from mrtr_locust.recorder import job_key
 
 COMPUTE_META_KEY = "mrtr-cluster.dev/compute"
 
@@ -28,7 +29,7 @@ class ReaskedQuestion(WrongAnswer):
 class FailedRequest(Exception):
     """The call got no complete result: the client raised (RPC error, retry budget, round cap, protocol...)."""
 
-    def __init__(self, cause: Exception) -> None:
+    def __init__(self, cause: BaseException) -> None:
         super().__init__(f"{type(cause).__name__}: {cause}")
         self.cause = type(cause).__name__
 
@@ -43,6 +44,16 @@ def questions(done: CallResult, expected: Sequence[str]) -> None:
     asked = [q.key for q in done.trace.questions]
     if asked != list(expected):
         raise WrongAnswer(f"asked {asked}, expected {list(expected)}")
+
+
+def task_questions(done: CallResult, expected: Sequence[str]) -> None:
+    """A task's questions: the job's keys in order, each asked under a fresh task key (never reused)."""
+    keys = [q.key for q in done.trace.questions]
+    if len(set(keys)) != len(keys):
+        raise WrongAnswer(f"task question keys reused: {keys}")
+    asked = [job_key(key) for key in keys]
+    if asked != list(expected):
+        raise WrongAnswer(f"asked {keys}, expected {list(expected)} (under fresh task keys)")
 
 
 def structured(done: CallResult, expected: Mapping[str, Any]) -> None:

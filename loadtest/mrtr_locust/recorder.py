@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from mrtr_client import ScriptedInputs
+from mrtr_client import ScriptedInputs, TaskExchange
 from mrtr_protocol import events
 from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
 from mrtr_protocol.rounds import ERROR, RETRYABLE_STATUSES, TRANSPORT, end_reason
@@ -46,6 +46,12 @@ class RecordingTransport(httpx.BaseTransport):
     def __init__(self, inner: httpx.BaseTransport) -> None:
         self.inner = inner
         self.hops: list[HopRecord] = []
+        self.received_bytes = 0
+        """Response body bytes over every exchange since the last `clear` (rounds, task polls, answers)."""
+
+    def clear(self) -> None:
+        self.hops.clear()
+        self.received_bytes = 0
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         started = time.perf_counter()
@@ -55,6 +61,7 @@ class RecordingTransport(httpx.BaseTransport):
         except Exception:
             self.hops.append(HopRecord(None, None, TRANSPORT, _ms_since(started), None))
             raise
+        self.received_bytes += len(response.content)
         self.hops.append(
             HopRecord(
                 response.headers.get(WORKER_ID_HEADER),
@@ -87,14 +94,44 @@ def round_end_reason(status: int, content_type: str, body: bytes) -> str:
 
 
 @dataclass
+class TaskWatch:
+    """The `on_task` callback of a task call: the task's id and every status it was seen in, in order.
+
+    Kept on the side, so a call that raised (a task `failed`, `cancelled` or never
+    ended) still says which task it was and how far it got.
+    """
+
+    task_id: str | None = None
+    changes: list[tuple[str, float]] = field(default_factory=list)
+    """`(status, Unix time first seen)` for each change of status."""
+
+    @property
+    def statuses(self) -> list[str]:
+        return [status for status, _ in self.changes]
+
+    def __call__(self, exchange: TaskExchange) -> None:
+        self.task_id = exchange.task_id or self.task_id
+        status = exchange.status
+        if status is not None and (not self.changes or self.changes[-1][0] != status):
+            self.changes.append((status, time.time()))
+
+
+@dataclass
 class RecordingInputs(ScriptedInputs):
     """Scripted answers that also note each question's key, in the order asked."""
 
     asked: list[str] = field(default_factory=list)
 
     def answer(self, key: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        """A task asks under fresh keys (`refine-1`: the job's key and a number): answered as the job's key."""
         self.asked.append(key)
-        return super().answer(key, request)
+        return super().answer(key if key in self.forms else job_key(key), request)
+
+
+def job_key(task_key: str) -> str:
+    """The job's question key behind a task's (`refine-3` -> `refine`); any other key as is."""
+    base, _, number = task_key.rpartition("-")
+    return base if base and number.isdigit() else task_key
 
 
 def _ms_since(started: float) -> float:

@@ -8,6 +8,8 @@ from typing import Any
 
 from mrtr_locust.stats import MrtrStats
 
+TASK_COUNTS = ("tasks_created", "tasks_completed", "tasks_wrong", "tasks_lost", "tasks_resumed_elsewhere")
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -63,6 +65,8 @@ def summary(stats: MrtrStats, found: list[Verdict], run: Mapping[str, Any]) -> d
         "requests_shed": c["requests_shed"],
         "questions": c["questions"],
         "hops": c["hops"],
+        "bytes": c["bytes"],
+        "tasks": {name: c[name] for name in TASK_COUNTS},
         "mean_hops": round(stats.mean_hops(), 3),
         "hops_histogram": stats.counter("hops_histogram"),
         "end_reasons": stats.counter("end_reasons"),
@@ -103,6 +107,7 @@ def text(doc: Mapping[str, Any]) -> str:
         f"requests by instance  {pairs(doc['instances_seen'])}",
         f"requests by version   {pairs(doc['versions_seen'])}",
         f"questions asked       {pairs(doc['questions_by_key'])}",
+        "tasks                 " + "   ".join(f"{k.removeprefix('tasks_')} {v}" for k, v in doc["tasks"].items()),
     ]
     if doc["failure_kinds"]:
         lines.append(f"failures by kind      {pairs(doc['failure_kinds'])}")

@@ -38,6 +38,46 @@ def percentiles(samples: Iterable[float], fractions: Iterable[float] = PERCENTIL
     return [cuts[round(fraction * 100) - 1] for fraction in wanted]
 
 
+TASK_SETTLED = ("completed", "cancelled")
+"""The statuses a task may end in without being lost (a `failed` task, or one never seen to end, is lost)."""
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """What a task call saw of its task: its id, the statuses in order, and the worker of each slice."""
+
+    task_id: str | None
+    changes: list[tuple[str, float]]
+    """`(status, Unix time first seen)` for each change of status the client saw, in order."""
+    workers: list[tuple[str, int]]
+    """`(instance, version)` per slice, from the result's compute `_meta` (`mrtr_protocol.tasks.slice_workers`)."""
+
+    @property
+    def created(self) -> bool:
+        return self.task_id is not None
+
+    @property
+    def final(self) -> str | None:
+        return self.changes[-1][0] if self.changes else None
+
+    @property
+    def resumed_elsewhere(self) -> bool:
+        """Its slices ran on more than one instance."""
+        return len({instance for instance, _ in self.workers}) > 1
+
+    def lost(self, ok: bool, wrong: bool) -> bool:
+        """Created, but never seen completed or cancelled, or the call failed (a wrong answer is wrong, not lost)."""
+        return self.created and (self.final not in TASK_SETTLED or (not ok and not wrong))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.task_id,
+            "statuses": [[status, round(at, 3)] for status, at in self.changes],
+            "final": self.final,
+            "workers": [[instance, version] for instance, version in self.workers],
+        }
+
+
 @dataclass(frozen=True)
 class RequestRecord:
     """What one logical request did; `as_json` is the events file's line."""
@@ -53,6 +93,10 @@ class RequestRecord:
     questions: list[str]
     reasked: list[str]
     hops: list[HopRecord]
+    bytes: int = 0
+    """Response body bytes the call's exchanges carried (every round, and a task's polls and answers)."""
+    task: TaskRecord | None = None
+    """Set for a call run as a task."""
 
     @property
     def ms(self) -> float:
@@ -80,6 +124,8 @@ class RequestRecord:
             "hops": [hop.as_json() for hop in self.hops],
             "instances": self.instances,
             "versions": self.versions,
+            "bytes": self.bytes,
+            "task": None if self.task is None else self.task.as_json(),
         }
 
 
@@ -145,6 +191,12 @@ _COUNTS = (
     "requests_shed",
     "hops",
     "questions",
+    "bytes",
+    "tasks_created",
+    "tasks_completed",
+    "tasks_wrong",
+    "tasks_lost",
+    "tasks_resumed_elsewhere",
 )
 _COUNTERS = (
     "hops_histogram",
@@ -186,6 +238,14 @@ class MrtrStats:
         c["requests_with_reasked"] += bool(rec.reasked)
         c["hops"] += len(rec.hops)
         c["questions"] += len(rec.questions)
+        c["bytes"] += rec.bytes
+        task = rec.task
+        if task is not None and task.created:
+            c["tasks_created"] += 1
+            c["tasks_completed"] += task.final == "completed"
+            c["tasks_wrong"] += rec.wrong
+            c["tasks_lost"] += task.lost(rec.ok, rec.wrong)
+            c["tasks_resumed_elsewhere"] += task.resumed_elsewhere
         versions, instances = rec.versions, rec.instances
         c["requests_both_versions"] += len(versions) >= 2
         c["requests_shed"] += any(h.reason in HAND_BACK_REASONS for h in rec.hops)

@@ -21,8 +21,9 @@ from mrtr_client import CallResult, Client
 from mrtr_dev_issuer import token_from_environment
 from mrtr_locust import checks, expected, runtime
 from mrtr_locust.checks import FailedRequest, WrongAnswer
-from mrtr_locust.recorder import HopRecord, RecordingInputs, RecordingTransport
-from mrtr_locust.stats import RequestRecord
+from mrtr_locust.recorder import HopRecord, RecordingInputs, RecordingTransport, TaskWatch
+from mrtr_locust.stats import RequestRecord, TaskRecord
+from mrtr_protocol.tasks import slice_workers
 
 HTTP_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 HAIKU_TOPICS = ("autumn", "load balancers", "sealed state", "retries", "the sea")
@@ -104,18 +105,31 @@ class MrtrUser(User):
 
     # --- measuring ---------------------------------------------------------------------------------
 
-    def measure(self, method: str, name: str, call: Callable[[], CallResult], check: Check) -> CallResult | None:
-        """Run one logical request, check its answer, and report it to Locust and to the suite's statistics."""
-        self.transport.hops.clear()
+    def measure(
+        self, method: str, name: str, call: Callable[[], CallResult], check: Check, *, task: TaskWatch | None = None
+    ) -> CallResult | None:
+        """Run one logical request, check its answer, and report it to Locust and to the suite's statistics.
+
+        `task`: the call runs as a task, followed by this watch (its id and statuses go into the record).
+        """
+        self.transport.clear()
         self.inputs.asked.clear()
         started_at = time.time()
         started = time.perf_counter()
         done: CallResult | None = None
         error: Exception | None = None
+        interrupted: BaseException | None = None
         try:
             done = call()
         except Exception as exc:  # any exception is a lost request
             error = FailedRequest(exc)
+        except BaseException as exc:
+            # The run stopped this user mid-call (GreenletExit after --stop-timeout). An MRTR call is simply
+            # not counted; a task already created is recorded as failed (lost: never seen to end), then the
+            # user stops as it was told.
+            if task is None or task.task_id is None:
+                raise
+            error, interrupted = FailedRequest(exc), exc
         if done is not None:
             try:
                 checks.no_question_reasked(done)
@@ -148,20 +162,41 @@ class MrtrUser(User):
             questions=asked,
             reasked=list(reasked),
             hops=hops,
+            bytes=self.transport.received_bytes,
+            task=None if task is None else _task_record(task, done),
         )
         runtime.record(rec)
         self.environment.events.request.fire(
             request_type=method,
             name=name,
             response_time=elapsed_ms,
-            response_length=len(hops),  # Locust's "size" column: hops per request
+            response_length=rec.bytes,  # Locust's "size" column: the bytes the call's exchanges carried
             exception=error,
             context={"user_class": rec.user_class, "instances": rec.instances, "versions": rec.versions},
         )
+        if interrupted is not None:
+            raise interrupted
         return done if error is None else None
 
     def call_tool(self, name: str, arguments: Mapping[str, Any], check: Check, *, label: str | None = None) -> None:
         self.measure("tools/call", label or name, lambda: self.mcp.call_tool(name, arguments), check)
+
+    def call_task(self, name: str, arguments: Mapping[str, Any], check: Check, *, label: str) -> None:
+        """A tool call run as a task (the extension declared), followed to its end; it must become a task."""
+        watch = TaskWatch()
+
+        def checked(done: CallResult) -> None:
+            if done.trace.task_id is None:
+                raise WrongAnswer("answered at once: the call did not become a task")
+            check(done)
+
+        self.measure(
+            "tools/call",
+            label,
+            lambda: self.mcp.call_tool(name, arguments, task=True, on_task=watch),
+            checked,
+            task=watch,
+        )
 
     # --- tasks (referenced by each class's `tasks`) ---------------------------------------------------
 
@@ -213,6 +248,45 @@ class MrtrUser(User):
 
         self.call_tool("estimate_pi", case.arguments, check, label=label)
 
+    def task_count_primes(self) -> None:
+        case = random.choice(self.primes_cases)
+        answer = {"count": self.prime_counts[case.limit]}
+
+        def check(done: CallResult) -> None:
+            checks.task_questions(done, [])
+            checks.structured(done, answer)
+            checks.compute_steps(done, case.steps)
+
+        self.call_task("count_primes", case.arguments, check, label="task count_primes")
+
+    def task_hash_chain(self) -> None:
+        case = random.choice(self.hash_chain_cases)
+        answer = expected.hash_chain_result(case)
+
+        def check(done: CallResult) -> None:
+            checks.task_questions(done, [])
+            checks.structured(done, answer)
+            checks.compute_steps(done, case.steps)
+
+        self.call_task("hash_chain", case.arguments, check, label="task hash_chain")
+
+    def task_estimate_pi(self) -> None:
+        self._task_estimate_pi(random.choice(self.pi_cases), "task estimate_pi")
+
+    def task_estimate_pi_refine(self) -> None:
+        self._task_estimate_pi(random.choice(self.pi_refine_cases), "task estimate_pi ask_to_refine")
+
+    def _task_estimate_pi(self, case: expected.PiCase, label: str) -> None:
+        answer = expected.pi_result(case)
+        self.inputs.forms["refine"] = {"refine": case.refine}
+
+        def check(done: CallResult) -> None:
+            checks.task_questions(done, ["refine"] if case.ask_to_refine else [])
+            checks.structured(done, answer)
+            checks.compute_steps(done, case.steps)
+
+        self.call_task("estimate_pi", case.arguments, check, label=label)
+
     def link_accounts(self) -> None:
         self.call_tool("link_accounts", {}, lambda done: checks.linked_accounts(done, self.logins))
 
@@ -262,6 +336,33 @@ class MrtrUser(User):
             checks.structured(done, {"roots": self.roots, "count": len(self.roots)})
 
         self.call_tool("scan_roots", {}, check)
+
+
+def _task_record(watch: TaskWatch, done: CallResult | None) -> TaskRecord:
+    task_id = watch.task_id or (done.trace.task_id if done is not None else None)
+    workers = slice_workers(done.result) if done is not None else []
+    return TaskRecord(task_id, list(watch.changes), workers)
+
+
+class TaskUser(MrtrUser):
+    """The same computations run as tasks (the tasks extension): created, polled, answered, resumed anywhere.
+
+    Each call declares the extension and is followed to its end; the answer is checked exactly as an MRTR
+    call's (result and step count), `estimate_pi ask_to_refine` answers its question through the same input
+    handler while the task waits in `input_required`. The record keeps the task's id, its statuses and the
+    worker of each slice, so a report can count tasks resumed on another instance. A task that fails, is
+    cancelled or never ends is a failed request.
+    """
+
+    weight = 2
+    tasks_per_second = 0.5
+    p95_option = "mrtr_p95_compute_ms"
+    tasks = weighted(
+        (MrtrUser.task_count_primes, 3),
+        (MrtrUser.task_hash_chain, 2),
+        (MrtrUser.task_estimate_pi, 1),
+        (MrtrUser.task_estimate_pi_refine, 1),
+    )
 
 
 class ShortCallsUser(MrtrUser):
@@ -342,4 +443,5 @@ USER_CLASSES: tuple[type[MrtrUser], ...] = (
     ElicitationUser,
     SamplingRootsUser,
     MixedUser,
+    TaskUser,
 )

@@ -14,6 +14,7 @@ Timings are never asserted: the p95 bounds are lifted out of reach.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shlex
@@ -43,12 +44,13 @@ WORKER_WAIT = 240
 """`--expect-workers-max-wait`: how long the master waits for its worker to join (a busy machine is slow)."""
 PROCESS_WAIT = WORKER_WAIT + RUN_TIME_BOUND + 120
 """Seconds the driver waits for every Locust process to end before it kills them."""
-CHECKED = ("ShortCallsUser", "ComputeUser", "ElicitationUser", "SamplingRootsUser")
+CHECKED = ("ShortCallsUser", "ComputeUser", "ElicitationUser", "SamplingRootsUser", "TaskUser")
 DISTRIBUTED = ("ShortCallsUser", "ComputeUser", "ElicitationUser")
 pytestmark = pytest.mark.slow  # a cluster and six Locust processes
 NO_TIMING_BOUNDS = [f"{flag(dest)}=3600000" for dest in P95_OPTIONS]
 EVENT_KEYS = {"start", "end", "user_class", "name", "ok", "wrong", "error", "questions", "reasked", "hops"}
-EVENT_KEYS |= {"instances", "versions"}
+EVENT_KEYS |= {"instances", "versions", "bytes", "task"}
+TASK_KEYS = {"id", "statuses", "final", "workers"}
 HOP_KEYS = {"instance", "version", "reason", "ms", "status"}
 
 
@@ -122,10 +124,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def _checked_done(run: Run) -> bool:
-    """Every class ran, a round was handed back, a request crossed versions, every instance served."""
+    """Every class ran, a round was handed back, a request crossed versions, every instance served, and a task
+    asked its question (`estimate_pi ask_to_refine`) and was answered."""
     events = run.events()
     return (
         {e["user_class"] for e in events} == set(CHECKED)
+        and any(e["name"] == "task estimate_pi ask_to_refine" for e in events)
         and any(h["reason"] in HAND_BACK_REASONS for e in events for h in e["hops"])
         and any(len(e["versions"]) >= 2 for e in events)
         and len({i for e in events for i in e["instances"]}) == 3
@@ -203,7 +207,15 @@ def runs(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> dic
         done=None,
     )
     started = [
-        _locust("checked", work, f"{headless} -u 8 -r 8 {bound} {' '.join(CHECKED)}", host=host, done=_checked_done),
+        _locust(
+            "checked",
+            work,
+            # --stop-timeout: a task the run stopped mid-way would count as lost; users finish theirs first.
+            f"{headless} -u 8 -r 8 {bound} --stop-timeout 60 --csv {shlex.quote(str(work / 'checked'))}"
+            f" {' '.join(CHECKED)}",
+            host=host,
+            done=_checked_done,
+        ),
         _locust(
             "login",
             work,
@@ -255,6 +267,15 @@ def _check_event_line(event: dict[str, Any]) -> None:
     assert event["error"] is None if event["ok"] else isinstance(event["error"], str)
     assert all(isinstance(key, str) for key in event["questions"] + event["reasked"])
     assert event["hops"], event
+    assert isinstance(event["bytes"], int)
+    assert event["bytes"] > 0 if event["ok"] else event["bytes"] >= 0
+    task = event["task"]
+    if event["user_class"] != "TaskUser":
+        assert task is None
+    else:
+        assert set(task) == TASK_KEYS
+        assert all(isinstance(status, str) and isinstance(at, float) for status, at in task["statuses"])
+        assert task["final"] == (task["statuses"][-1][0] if task["statuses"] else None)
     for hop in event["hops"]:
         assert set(hop) == HOP_KEYS, hop
         assert isinstance(hop["reason"], str)
@@ -274,7 +295,8 @@ def test_a_headless_run_checks_every_answer_and_passes(runs: dict[str, Run]) -> 
     assert set(summary["versions_seen"]) == {"1", "2"}
     assert len(summary["instances_seen"]) == 3
     assert sum(summary["hops_histogram"].values()) == summary["requests"]
-    assert summary["end_reasons"]["complete"] == summary["requests"]
+    # A round ends complete, or (a call that became a task) with the task created.
+    assert summary["end_reasons"]["complete"] + summary["end_reasons"].get("task", 0) == summary["requests"]
     assert set(summary["latency_by_class"]) == set(CHECKED)
     for latency in [*summary["latency_by_class"].values(), *summary["latency_by_name"].values()]:
         assert latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
@@ -292,6 +314,45 @@ def test_the_events_file_has_one_line_per_request(runs: dict[str, Run]) -> None:
     assert all(event["ok"] and not event["wrong"] for event in events)
     refined = [e for e in events if e["name"] == "estimate_pi ask_to_refine"]
     assert all(e["questions"] == ["refine"] for e in refined)
+
+
+def test_the_task_user_runs_its_calls_as_tasks_with_right_answers(runs: dict[str, Run]) -> None:
+    """Every TaskUser call became a task, completed with the right answer; its slices' workers are recorded."""
+    run = runs["checked"]
+    tasks = [e for e in run.events() if e["user_class"] == "TaskUser"]
+    assert tasks
+    assert all(e["ok"] and e["task"]["id"] and e["task"]["final"] == "completed" for e in tasks), tasks[:2]
+    assert all(e["task"]["statuses"][0][0] in ("working", "input_required") for e in tasks)
+    for event in tasks:
+        workers = event["task"]["workers"]
+        assert workers, event
+        assert all(isinstance(instance, str) and version in (1, 2) for instance, version in workers), workers
+    refined = [e for e in tasks if e["name"] == "task estimate_pi ask_to_refine"]
+    assert refined
+    assert all("input_required" in [status for status, _ in e["task"]["statuses"]] for e in refined)
+    assert all([key.rpartition("-")[0] for key in e["questions"]] == ["refine"] for e in refined)
+    assert len({e["task"]["id"] for e in tasks}) == len(tasks), "task ids are never reused"
+    figures = run.summary()["tasks"]
+    assert figures["tasks_created"] == figures["tasks_completed"] == len(tasks)
+    assert (figures["tasks_wrong"], figures["tasks_lost"]) == (0, 0)
+    assert figures["tasks_resumed_elsewhere"] == sum(len({w[0] for w in e["task"]["workers"]}) > 1 for e in tasks)
+
+
+def test_locusts_size_column_shows_the_bytes_each_call_carried(runs: dict[str, Run]) -> None:
+    """Locust's "Average size (bytes)": the response bodies of the call's rounds, not a count of hops."""
+    run = runs["checked"]
+    events = run.events()
+    assert run.summary()["bytes"] == sum(e["bytes"] for e in events)
+    for event in events:
+        assert event["bytes"] > 30 * len(event["hops"]), event  # a JSON-RPC reply is never under 30 bytes
+    # Locust's own table (--csv): every row's "Average Content Size", the "Aggregated" one included.
+    with (run.log.parent / "checked_stats.csv").open(newline="") as table:
+        rows = [row for row in csv.DictReader(table) if int(row["Request Count"])]
+    assert rows
+    assert all(float(row["Average Content Size"]) > 30 for row in rows), rows
+    aggregated = next(row for row in rows if row["Name"] == "Aggregated")
+    sizes = [event["bytes"] for event in events]
+    assert min(sizes) <= float(aggregated["Average Content Size"]) <= max(sizes)
 
 
 def test_the_login_scenario_on_mixed_versions_loses_nothing_and_asks_nothing_twice(runs: dict[str, Run]) -> None:
