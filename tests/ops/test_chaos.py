@@ -100,6 +100,14 @@ def test_the_drained_worker_exited_and_a_replacement_joined(summary: dict[str, A
     assert drain["evidence"]["replacement"] not in (None, drain["victim"])
 
 
+def test_tasks_ran_through_the_faults_none_wrong_none_lost_some_resumed_elsewhere(summary: dict[str, Any]) -> None:
+    assert summary["tasks_created"] > 0, "the load includes tasks in flight"
+    assert summary["tasks_wrong"] == 0
+    assert summary["tasks_lost"] == 0
+    assert summary["tasks_completed"] == summary["tasks_created"]
+    assert summary["tasks_resumed_elsewhere"] > 0, "a task's slices ran on more than one instance"
+
+
 def test_the_figures_are_in_the_report(
     chaos_run: tuple[subprocess.CompletedProcess[str], Path], summary: dict[str, Any]
 ) -> None:
@@ -108,6 +116,9 @@ def test_the_figures_are_in_the_report(
     assert f"| requests | {summary['requests']} |" in text
     assert "| failures within the retry budget | 0 |" in text
     assert "| wrong answers | 0 |" in text
+    assert f"| tasks created | {summary['tasks_created']} |" in text
+    assert "| tasks lost (failed, or never completed or cancelled) | 0 |" in text
+    assert f"| tasks whose slices ran on more than one instance | {summary['tasks_resumed_elsewhere']} |" in text
     assert f"hand-backs (worker metrics) | {summary['hand_backs']['total']}:" in text
     for row in summary["faults"]:
         assert f"| {row['kind']} | {row['victim']} |" in text

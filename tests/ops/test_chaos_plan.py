@@ -11,6 +11,7 @@ from mrtr_locust.limits import P95_OPTIONS, env_var
 from mrtr_ops.chaos.plan import HOLD_SECONDS, KINDS, choose_victim, plan
 from mrtr_ops.chaos.report import fault_figures, fault_problems, same_worker, verdict
 from mrtr_ops.loadrun import RELAXED_P95
+from mrtr_ops.walkthrough.report import task_figures
 
 
 def test_every_kind_comes_once_before_any_repeats_and_the_seed_fixes_the_plan() -> None:
@@ -117,6 +118,63 @@ def test_the_verdict_wants_zero_failures_and_every_planned_kind() -> None:
         "fault_kinds_done": ["pause"],
         "faults": [],
         "locust_exit_code": 0,
+        **TASKS_FINE,
     }
     assert verdict(summary) == ["fault kinds not done: cut"]
     assert verdict({**summary, "failures": 1, "fault_kinds_done": ["cut", "pause"]}) == ["failures = 1"]
+
+
+TASKS_FINE = {
+    "tasks_created": 4,
+    "tasks_completed": 4,
+    "tasks_wrong": 0,
+    "tasks_lost": 0,
+    "tasks_resumed_elsewhere": 2,
+}
+
+
+def test_the_verdict_wants_tasks_created_none_wrong_or_lost_and_some_resumed_elsewhere() -> None:
+    summary = {
+        "requests": 10,
+        "failures": 0,
+        "wrong_answers": 0,
+        "reasked_questions": 0,
+        "fault_kinds_planned": ["pause"],
+        "fault_kinds_done": ["pause"],
+        "faults": [],
+        "locust_exit_code": 0,
+        **TASKS_FINE,
+    }
+    assert verdict(summary) == []
+    assert verdict({**summary, "tasks_resumed_elsewhere": 0}) == ["no task resumed on another instance"]
+    assert verdict({**summary, "tasks_lost": 1, "tasks_wrong": 2}) == ["tasks_wrong = 2", "tasks_lost = 1"]
+    assert verdict({**summary, "tasks_created": 0, "tasks_completed": 0, "tasks_resumed_elsewhere": 0}) == [
+        "no task created"
+    ]
+
+
+def _task_event(
+    final: str | None, workers: list[list[object]], *, ok: bool = True, wrong: bool = False
+) -> dict[str, Any]:
+    statuses = [["working", 1.0]] + ([[final, 2.0]] if final else [])
+    return {"ok": ok, "wrong": wrong, "task": {"id": "t", "statuses": statuses, "final": final, "workers": workers}}
+
+
+def test_task_figures_count_created_completed_wrong_lost_and_resumed_elsewhere() -> None:
+    events = [
+        _task_event("completed", [["w1", 1], ["w2", 2]]),
+        _task_event("completed", [["w1", 1], ["w1", 1]]),
+        _task_event("completed", [["w3", 1]], ok=False, wrong=True),
+        _task_event("failed", [], ok=False),
+        _task_event("cancelled", [], ok=False),
+        _task_event(None, [], ok=False),
+        {"ok": True, "wrong": False, "task": None},
+        {"ok": False, "wrong": False, "task": {"id": None, "statuses": [], "final": None, "workers": []}},
+    ]
+    assert task_figures(events) == {
+        "tasks_created": 6,
+        "tasks_completed": 3,
+        "tasks_wrong": 1,
+        "tasks_lost": 3,  # failed, cancelled but the call failed, never seen to end
+        "tasks_resumed_elsewhere": 1,
+    }

@@ -29,5 +29,10 @@ def test_a_short_walkthrough_loses_nothing_and_crosses_versions(tmp_path: Path) 
     assert summary["requests_both_versions"] > 0
     assert [s["name"] for s in summary["steps"]][-3:] == ["contract-format", "promote-key", "retire-key"]
     assert summary["completed_by_version"].get("2", 0) > 0
+    assert summary["tasks_created"] > 0, "the load includes tasks in flight"
+    assert summary["tasks_wrong"] == 0
+    assert summary["tasks_lost"] == 0
+    assert summary["tasks_completed"] == summary["tasks_created"]
+    assert f"| tasks created | {summary['tasks_created']} |" in (out / "summary.md").read_text()
     assert (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "requests that visited both versions" in (out / "summary.md").read_text()

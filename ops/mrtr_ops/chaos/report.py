@@ -20,7 +20,7 @@ from typing import Any
 from mrtr_client import RetryPolicy
 from mrtr_ops.percentiles import percentile
 from mrtr_ops.walkthrough.report import Inputs as PlotInputs
-from mrtr_ops.walkthrough.report import count_rounds
+from mrtr_ops.walkthrough.report import count_rounds, task_figures, task_problems, task_rows
 from mrtr_ops.walkthrough.report import plot as plot_timeline
 
 UNDO_NAMES = {"kill9": "restart", "pause": "resume", "cut": "restore"}
@@ -169,6 +169,7 @@ def summarize(inputs: RunInputs) -> dict[str, Any]:
         },
         "duration_s": round(inputs.ended - inputs.started, 1),
         "locust_exit_code": inputs.locust_exit_code,
+        **task_figures(events),
         "fault_kinds_planned": sorted(set(inputs.planned_kinds)),
         "fault_kinds_done": done_kinds,
         "faults": rows,
@@ -185,6 +186,9 @@ def verdict(summary: dict[str, Any]) -> list[str]:
     missing = sorted(set(summary["fault_kinds_planned"]) - set(summary["fault_kinds_done"]))
     if missing:
         problems.append(f"fault kinds not done: {', '.join(missing)}")
+    problems += task_problems(summary)
+    if summary["tasks_created"] and not summary["tasks_resumed_elsewhere"]:
+        problems.append("no task resumed on another instance")
     for row in summary["faults"]:
         problems.extend(fault_problems(row))
     if summary["locust_exit_code"] not in (0, None):
@@ -217,6 +221,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "latency p50 / p95 / p99 / max (ms)",
             " / ".join(str(summary["latency_ms"][k]) for k in ("p50", "p95", "p99", "max")),
         ),
+        *task_rows(summary),
     ]
     faults = [_fault_line(row) for row in summary["faults"]]
     problems = summary["problems"]
@@ -243,7 +248,11 @@ def markdown(summary: dict[str, Any]) -> str:
             "![timeline](timeline.png)",
             "",
             "**Verdict:** "
-            + ("every fault happened, and the retries absorbed all of them." if not problems else "; ".join(problems)),
+            + (
+                "every fault happened, the retries absorbed all of them, and no task was lost."
+                if not problems
+                else "; ".join(problems)
+            ),
             "",
         ]
     )

@@ -30,7 +30,11 @@ from mrtr_ops.loadrun import RELAXED_P95, start_locust, stop_locust, wait_for_tr
 from mrtr_ops.waiting import wait_until
 from mrtr_ops.walkthrough.report import load_events
 
-WORKER_ENV = {"MRTR_WORKER_MAX_SLICE_MS": "500", "MRTR_WORKER_MIN_SLICE_MS": "100"}
+WORKER_ENV = {
+    "MRTR_WORKER_MAX_SLICE_MS": "500",
+    "MRTR_WORKER_MIN_SLICE_MS": "100",
+    "MRTR_WORKER_TASK_SLICE_MS": "250",
+}
 """Short time slices: computations hop often, so a fault always finds some in flight."""
 RECOVERY_SECONDS = 60.0
 """Longest wait for a victim to be back in rotation (a restart under load on a busy machine takes a few seconds)."""

@@ -38,6 +38,55 @@ def count_rounds(events: list[dict[str, Any]]) -> tuple[Counter[str], Counter[st
     return rounds, hand_backs
 
 
+TASK_FIELDS = ("tasks_created", "tasks_completed", "tasks_wrong", "tasks_lost", "tasks_resumed_elsewhere")
+TASK_SETTLED = ("completed", "cancelled")
+TASK_STATUSES = ("working", "input_required")
+"""The statuses a task is in while in flight (the timeline counts tasks in each, second by second)."""
+
+
+def _task(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The event's task (Locust's `TaskUser` calls), if the call became one."""
+    task = event.get("task")
+    return task if isinstance(task, dict) and task.get("id") else None
+
+
+def task_figures(events: list[dict[str, Any]]) -> dict[str, int]:
+    """The tasks the load created and how they ended.
+
+    Lost: created, but not seen `completed` or `cancelled` by the end, or the call failed (a `failed` task, a
+    task whose wait ran out). Wrong: completed with a wrong answer. Resumed elsewhere: its slices ran on more
+    than one instance (the result's compute `_meta` names the worker of each slice).
+    """
+    tasks = [(event, task) for event in events if (task := _task(event)) is not None]
+    return {
+        "tasks_created": len(tasks),
+        "tasks_completed": sum(1 for _, task in tasks if task["final"] == "completed"),
+        "tasks_wrong": sum(1 for event, _ in tasks if event["wrong"]),
+        "tasks_lost": sum(
+            1 for event, task in tasks if task["final"] not in TASK_SETTLED or (not event["ok"] and not event["wrong"])
+        ),
+        "tasks_resumed_elsewhere": sum(1 for _, task in tasks if len({w[0] for w in task["workers"]}) > 1),
+    }
+
+
+def task_problems(summary: dict[str, Any]) -> list[str]:
+    """No task wrong, none lost, and some created (the load includes tasks in flight)."""
+    problems = [f"{key} = {summary[key]}" for key in ("tasks_wrong", "tasks_lost") if summary[key]]
+    if not summary["tasks_created"]:
+        problems.append("no task created")
+    return problems
+
+
+def task_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [
+        ("tasks created", summary["tasks_created"]),
+        ("tasks completed", summary["tasks_completed"]),
+        ("tasks with a wrong answer", summary["tasks_wrong"]),
+        ("tasks lost (failed, or never completed or cancelled)", summary["tasks_lost"]),
+        ("tasks whose slices ran on more than one instance", summary["tasks_resumed_elsewhere"]),
+    ]
+
+
 def summarize(inputs: Inputs) -> dict[str, Any]:
     events = inputs.events
     rounds, hand_backs = count_rounds(events)
@@ -55,6 +104,7 @@ def summarize(inputs: Inputs) -> dict[str, Any]:
         "hand_backs": dict(hand_backs),
         "rounds_by_end": dict(rounds),
         "completed_by_version": dict(final_versions),
+        **task_figures(events),
         "duration_s": round(inputs.ended - inputs.started, 1),
         "locust_exit_code": inputs.locust_exit_code,
         "steps": [
@@ -75,6 +125,7 @@ def verdict(summary: dict[str, Any]) -> list[str]:
         problems.append("no request completed")
     if not summary["requests_both_versions"]:
         problems.append("no request visited both versions")
+    problems += task_problems(summary)
     if summary["locust_exit_code"] not in (0, None):
         problems.append(f"Locust exited with {summary['locust_exit_code']}")
     return problems
@@ -88,6 +139,7 @@ def markdown(summary: dict[str, Any]) -> str:
         ("requests that visited both versions", summary["requests_both_versions"]),
         ("questions re-asked", summary["reasked_questions"]),
         ("old-key states still accepted after the promotion", summary["old_key_states_accepted"]),
+        *task_rows(summary),
     ]
     hand_backs = ", ".join(f"{k} {v}" for k, v in sorted(summary["hand_backs"].items())) or "none"
     rounds = ", ".join(f"{k} {v}" for k, v in sorted(summary["rounds_by_end"].items()))
@@ -145,8 +197,9 @@ def plot(inputs: Inputs, path: Path) -> None:
             if hop["reason"] in HAND_BACK_REASONS:
                 by_reason[hop["reason"]][min(span - 1, max(0, int(at - t0)))] += 1
 
+    tasks_by_status = _tasks_by_status(inputs.events, t0, span)
     seconds = list(range(span))
-    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(11, 8.5), sharex=True)
+    fig, (ax1, ax2, ax4, ax3) = plt.subplots(4, 1, figsize=(11, 11), sharex=True)
     for name, series in sorted(by_version.items()):
         ax1.plot(seconds, series, linewidth=2.2, label=f"completed by {name}")
     for name, series in sorted(by_instance.items()):
@@ -159,6 +212,11 @@ def plot(inputs: Inputs, path: Path) -> None:
     ax2.set_ylabel("hand-backs / s")
     ax2.set_title("Rounds handed back to the client, by reason")
     ax2.legend(fontsize=8, loc="upper left")
+    for status, series in tasks_by_status.items():
+        ax4.plot(seconds, series, label=status, drawstyle="steps-post")
+    ax4.set_ylabel("tasks")
+    ax4.set_title("Tasks by status (in flight: as their clients last saw them; ended: per second)")
+    ax4.legend(fontsize=8, loc="upper left")
     ax3.bar(seconds, errors, color="crimson")
     ax3.set_ylim(bottom=0, top=max(1, max(errors)))
     ax3.set_ylabel("errors / s")
@@ -167,13 +225,36 @@ def plot(inputs: Inputs, path: Path) -> None:
     top = ax1.get_ylim()[1]
     for n, step in enumerate(inputs.steps):
         x = step["ended"] - t0  # the moment the step took effect (a drain done, a key retired)
-        for ax in (ax1, ax2, ax3):
+        for ax in (ax1, ax2, ax4, ax3):
             ax.axvline(x, color="grey", linewidth=0.8, linestyle="--")
         # Staggered heights: steps that follow each other closely stay readable.
         ax1.annotate(step["name"], (x, top * (0.95 - 0.12 * (n % 4))), fontsize=7, ha="left", color="dimgrey")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _tasks_by_status(events: list[dict[str, Any]], t0: float, span: int) -> dict[str, list[int]]:
+    """Per second: the tasks in each in-flight status (the last change their client saw), and those that ended."""
+    series: dict[str, list[int]] = {status: [0] * span for status in TASK_STATUSES}
+    ended: dict[str, list[int]] = {}
+
+    def second(at: float) -> int:
+        return min(span - 1, max(0, int(at - t0)))
+
+    for event in events:
+        task = _task(event)
+        if task is None:
+            continue
+        changes = [(str(status), float(at)) for status, at in task["statuses"]]
+        for n, (status, at) in enumerate(changes):
+            if status not in TASK_STATUSES:
+                ended.setdefault(status, [0] * span)[second(at)] += 1
+                continue
+            until = changes[n + 1][1] if n + 1 < len(changes) else float(event["end"])
+            for s in range(second(at), second(until)):
+                series[status][s] += 1
+    return {**series, **{f"{status} (per s)": counts for status, counts in sorted(ended.items())}}
 
 
 def write_report(inputs: Inputs, out: Path) -> dict[str, Any]:
