@@ -336,16 +336,7 @@ class _Follower:
     def _transport_record(self, method: str, outcome: Reply | Failure, problem: str) -> TaskExchange:
         if isinstance(outcome, Failure):
             return TaskExchange(method, self.task_id, None, None, None, outcome.elapsed_ms, self.waited, detail=problem)
-        return TaskExchange(
-            method,
-            self.task_id,
-            outcome.headers.get(_WORKER_ID),
-            outcome.headers.get(_WORKER_VERSION),
-            outcome.status,
-            outcome.elapsed_ms,
-            self.waited,
-            detail=problem,
-        )
+        return self.exchange_record(method, outcome, None, problem)
 
     def note(self, exchange: TaskExchange) -> Generator[Step, Any, None]:
         """Record an exchange in the trace and show it to the caller's observer, if any."""
