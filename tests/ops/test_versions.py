@@ -13,6 +13,7 @@ from mrtr_client import Client, ScriptedInputs
 from mrtr_ops.fleet import LocalFleet, admin_call
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.upgrade.rolling import RollingUpgrade
+from mrtr_protocol import events
 from mrtr_worker.compute import primes
 from mrtr_worker.keyring import KeyRing
 from tests.ops.conftest import MakeCluster
@@ -75,8 +76,9 @@ def test_a_computation_through_v1_v2_and_v1_again_is_exact_and_keeps_unknown_fie
     states: list[dict[str, Any]] = []
 
     def between_rounds(response: httpx.Response) -> None:
-        response.read()
-        result = response.json().get("result", {})
+        response.read()  # JSON, or an event stream (with keep-alive pings) when a round runs long
+        message = events.response(response.headers.get("content-type", ""), response.content) or {}
+        result = message.get("result", {})
         if result.get("resultType") != "input_required":
             return
         envelope = json.loads(codec.unseal(result["requestState"]))
