@@ -24,7 +24,11 @@ from mrtr_worker.inputs import SecretInForm, form
 from tests.conftest import StartWorker
 from tests.support.wire import McpHttp
 
-SECRETS = re.compile(r"password|passphrase|secret|token|api.?key|private.?key|credential|\bpin\b", re.IGNORECASE)
+SECRETS = re.compile(
+    r"password|passphrase|secret|token|api.?key|private.?key|credential|\bpin\b"
+    r"|card.?number|credit.?card|\bcv[vc]|\biban\b|account.?number",
+    re.IGNORECASE,
+)
 
 
 class RecordingInputs(ScriptedInputs):
@@ -127,3 +131,81 @@ def test_the_tool_that_needs_a_secret_sends_the_user_to_a_page(questions: list[M
 def test_building_a_form_that_asks_for_a_secret_fails(message: str, properties: dict[str, Any]) -> None:
     with pytest.raises(SecretInForm, match="URL-mode"):
         form(message, properties)
+
+
+# The builder's word list, table-driven: payment credentials are secrets too (the elicitation rules forbid
+# form mode for "passwords, API keys, access tokens or payment credentials"), ordinary words are not.
+
+REFUSED: list[tuple[str, dict[str, Any]]] = [
+    # Payment credentials, by property name in every spelling a schema uses ...
+    ("Pay", {"card_number": {"type": "string"}}),
+    ("Pay", {"cardNumber": {"type": "string"}}),
+    ("Pay", {"CardNumber": {"type": "string"}}),
+    ("Pay", {"credit_card": {"type": "string"}}),
+    ("Pay", {"ccNumber": {"type": "string"}}),
+    ("Pay", {"cvv": {"type": "string"}}),
+    ("Pay", {"CVV2": {"type": "string"}}),
+    ("Pay", {"card_cvc": {"type": "string"}}),
+    ("Pay", {"securityCode": {"type": "string"}}),
+    ("Pay", {"iban": {"type": "string"}}),
+    ("Pay", {"payoutIBAN": {"type": "string"}}),
+    ("Pay", {"pin": {"type": "string"}}),
+    ("Pay", {"card_pin": {"type": "string"}}),
+    ("Pay", {"pinCode": {"type": "string"}}),
+    ("Pay", {"PIN-code": {"type": "string"}}),
+    ("Pay", {"account_number": {"type": "string"}}),
+    # ... by title ...
+    ("Pay", {"value": {"type": "string", "title": "Card number"}}),
+    ("Pay", {"value": {"type": "string", "title": "CVC"}}),
+    ("Pay", {"value": {"type": "string", "title": "IBAN"}}),
+    ("Pay", {"value": {"type": "string", "title": "PIN"}}),
+    ("Pay", {"value": {"type": "string", "title": "Debit card"}}),
+    # ... by description ...
+    ("Pay", {"value": {"type": "string", "description": "the 16 digits of your credit card"}}),
+    ("Pay", {"value": {"type": "string", "description": "the card verification value on the back"}}),
+    ("Pay", {"value": {"type": "string", "description": "your bank's IBAN"}}),
+    ("Pay", {"value": {"type": "string", "description": "your 4-digit PIN"}}),
+    # ... by format ...
+    ("Pay", {"value": {"type": "string", "format": "credit-card"}}),
+    ("Pay", {"value": {"type": "string", "format": "iban"}}),
+    # ... and in the message itself.
+    ("Enter your card number", {"value": {"type": "string"}}),
+    ("What is your IBAN?", {"value": {"type": "string"}}),
+    ("Type the CVV", {"value": {"type": "string"}}),
+    ("Choose a PIN", {"value": {"type": "string"}}),
+    # The secrets the guard already knew, now also in camelCase and snake_case names.
+    ("Connect", {"apiKey": {"type": "string"}}),
+    ("Connect", {"userPassword": {"type": "string"}}),
+    ("Connect", {"one_time_otp": {"type": "string"}}),
+]
+
+ALLOWED: list[tuple[str, dict[str, Any]]] = [
+    ("What do you think?", {"opinion": {"type": "string", "title": "Your opinion"}}),
+    ("Lunch", {"vegetable": {"type": "string", "enum": ["spinach", "kale"]}}),
+    ("Lunch", {"spinach": {"type": "boolean"}}),
+    ("Board", {"pinned": {"type": "boolean", "title": "Pinned to the top"}}),
+    ("Board", {"pinnedAt": {"type": "string", "format": "date-time"}}),
+    ("Editor", {"typing": {"type": "string", "description": "what you are typing"}}),
+    ("Editor", {"spinner": {"type": "boolean", "title": "Show a spinner"}}),
+    ("Map", {"pinpoint": {"type": "string", "description": "pinpoint the place"}}),
+    ("Greeting", {"card_message": {"type": "string", "title": "Message for the greeting card"}}),
+    ("Game", {"card_game": {"type": "string", "title": "Favourite card game"}}),
+    ("Shipping", {"zip_code": {"type": "string", "title": "Postal code"}}),
+    ("Shop", {"promo_code": {"type": "string", "title": "Promo code"}}),
+    ("Trip", {"boarding_pass": {"type": "string", "description": "boarding pass seat"}}),
+    ("Profile", {"name": {"type": "string", "title": "GitHub username"}}),
+    ("Profile", {"email": {"type": "string", "format": "email"}}),
+    ("Bank", {"bank_name": {"type": "string", "title": "Name of your bank"}}),
+    ("Who is the prime report for, and up to which number should it count?", {"limit": {"type": "integer"}}),
+]
+
+
+@pytest.mark.parametrize(("message", "properties"), REFUSED, ids=[repr(c) for c in REFUSED])
+def test_a_form_asking_for_a_credential_is_refused(message: str, properties: dict[str, Any]) -> None:
+    with pytest.raises(SecretInForm, match="URL-mode"):
+        form(message, properties)
+
+
+@pytest.mark.parametrize(("message", "properties"), ALLOWED, ids=[repr(c) for c in ALLOWED])
+def test_an_ordinary_form_is_built(message: str, properties: dict[str, Any]) -> None:
+    assert form(message, properties)["params"]["requestedSchema"]["properties"] == properties

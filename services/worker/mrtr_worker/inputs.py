@@ -18,9 +18,29 @@ from mcp_types import CreateMessageResult, ElicitResult, ListRootsResult, TextCo
 InputRequestWire = dict[str, Any]
 
 SECRET_WORDS = re.compile(
-    r"pass(word|phrase|code)|secret|token|api[\s_-]?key|private[\s_-]?key|credential|\bpin\b|\botp\b", re.IGNORECASE
+    r"pass ?(word|phrase|code)|secret|token|api ?key|private ?key|credential|\b(pin|otp)\b"
+    # Payment credentials: card numbers, card security codes, bank account numbers.
+    r"|\b(credit|debit|payment|bank) ?card|\bcard ?(number|num|no)\b|\bcc ?(number|num|no)\b"
+    r"|\bcv[vc]2?\b|\bcard ?(verification|security) ?(value|code)|\bsecurity ?code"
+    r"|\biban\b|\b(bank ?)?account ?(number|num|no)\b|\brouting ?number|\bsort ?code",
+    re.IGNORECASE,
 )
-"""What a form must never ask for: the client, and every hop of its state, would see the answer."""
+"""What a form must never ask for: the client, and every hop of its state, would see the answer.
+
+Matched against `words` of each text (never the raw text), so `cardNumber`, `card_number` and
+"Card number" are one phrase and `pin` is a whole word: `card_pin` and "PIN" are refused,
+"spinach", "opinion" and "pinned" are not.
+"""
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_LETTER_DIGIT = re.compile(r"(?<=[A-Za-z])(?=[0-9]{2,})|(?<=[0-9])(?=[A-Za-z])")
+_SEPARATORS = re.compile(r"[^A-Za-z0-9]+")
+
+
+def words(text: str) -> str:
+    """`text` as lowercase words split at camelCase, separators and digit runs: `payoutIBAN_2` -> "payout iban 2"."""
+    spaced = _LETTER_DIGIT.sub(" ", _CAMEL.sub(" ", text))
+    return " ".join(_SEPARATORS.sub(" ", spaced).lower().split())
 
 
 class SecretInForm(ValueError):
@@ -41,9 +61,9 @@ def _refuse_secrets(message: str, properties: Mapping[str, Any]) -> None:
     for name, spec in properties.items():
         texts.append(name)
         if isinstance(spec, Mapping):
-            texts.extend(str(spec.get(field, "")) for field in ("title", "description"))
+            texts.extend(str(spec.get(field, "")) for field in ("title", "description", "format"))
     for text in texts:
-        if found := SECRET_WORDS.search(text):
+        if found := SECRET_WORDS.search(words(text)):
             raise SecretInForm(f"form asks for a secret ({found.group(0)!r} in {text!r}); use URL-mode elicitation")
 
 
