@@ -15,10 +15,12 @@ import pytest
 
 from mrtr_ops.local.process import WorkerSpec
 from mrtr_ops.local.redis import RedisServer
+from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from mrtr_worker.compute.computation import run_uninterrupted
 from mrtr_worker.compute.montecarlo import ESTIMATE_PI
 from mrtr_worker.compute.primes import KNOWN_COUNTS
 from tests.conftest import StartWorker
+from tests.support.wire import parse_body
 from tests.worker.tasks_support import EXT, EXTENSION_ID, FORMS_AND_EXT, RpcError, TaskClient
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
@@ -206,6 +208,23 @@ def test_mcp_name_must_match_task_id(client: TaskClient) -> None:
     with pytest.raises(RpcError) as mismatch:
         client.call_tool("greet", {"name": "x"}, headers={"Mcp-Method": "tasks/get"})
     assert mismatch.value.code == -32020
+    client.cancel(task_id)
+
+
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+def test_a_task_call_without_mcp_name_is_a_header_mismatch(client: TaskClient, method: str) -> None:
+    task_id = client.create("slow_compute", {"seconds": 60})
+    params = {"taskId": task_id, "_meta": request_meta(FORMS_AND_EXT)}
+    if method == "tasks/update":
+        params["inputResponses"] = {}
+    headers = request_headers(method)  # no params: Mcp-Method only, no Mcp-Name
+    assert "Mcp-Name" not in headers
+    response = client.http.post(client.url, content=encode_request(1, method, params), headers=headers)
+    assert response.status_code == 400
+    error = parse_body(response)["error"]
+    assert error["code"] == -32020
+    assert "Mcp-Name header missing" in error["message"]
+    assert client.get(task_id)["status"] == "working"  # refused before it acted: the cancel did not happen
     client.cancel(task_id)
 
 

@@ -30,9 +30,12 @@ def task_limit(limit: int) -> MCPError:
 
 
 def name_mismatch(header: str | None, task_id: str) -> MCPError:
+    if header is None:
+        message = f"Mcp-Name header missing; it must equal params.taskId {task_id[:80]!r}"
+        return MCPError(code=HEADER_MISMATCH, message=message)
     return MCPError(
         code=HEADER_MISMATCH,
-        message=f"Mcp-Name header {str(header)[:80]!r} does not match params.taskId {task_id[:80]!r}",
+        message=f"Mcp-Name header {header[:80]!r} does not match params.taskId {task_id[:80]!r}",
     )
 
 

@@ -3,9 +3,9 @@
 Installed only on a worker with a task store, so only such a worker
 advertises `io.modelcontextprotocol/tasks` in `server/discover`; elsewhere
 `tasks/*` stay -32601. Every method needs the extension declared in that
-request's client capabilities (-32021 otherwise), and its `Mcp-Name` header,
-when present, must equal `params.taskId` (-32020), the routing header rule
-the SDK applies to `tools/call` but not to extension methods.
+request's client capabilities (-32021 otherwise), and over HTTP its `Mcp-Name`
+header must be present and equal `params.taskId` (-32020, HTTP 400), the
+routing header rule the SDK applies to `tools/call` but not to extension methods.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class TasksExtension(Extension):
         request = ctx.request
         headers = getattr(request, "headers", None)
         header = headers.get("mcp-name") if headers is not None else None
-        if header is not None and decode_header_value(header.strip()) != task_id:
+        if headers is not None and (header is None or decode_header_value(header.strip()) != task_id):
             raise errors.name_mismatch(header, task_id)
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
