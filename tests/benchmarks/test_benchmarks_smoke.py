@@ -18,6 +18,10 @@ HANG_GUARD_SECONDS = 900
 SMOKE = {
     "hop_cost": ["--duration", "1"],
     "proxy": ["--duration", "0.2", "--no-install"],
+    "tasks": [
+        *("--duration", "0.3", "--warmup", "0", "--latency", "0.5", "--callers", "2", "--limit", "5000000"),
+        *("--recoveries", "1", "--lease-ms", "1000", "--slice-ms", "250"),
+    ],
 }
 
 
@@ -50,3 +54,12 @@ def test_benchmark_runs_and_prints_a_table(outputs: dict[str, tuple[int, str]], 
     assert returncode == 0, output
     assert "|---" in output, output
     assert "written to" not in output
+
+
+@pytest.mark.slow
+def test_tasks_benchmark_reports_every_figure(outputs: dict[str, tuple[int, str]]) -> None:
+    _, output = outputs["tasks"]
+    for figure in ("| task creation (`tools/call`) |", "| `tasks/get` |", "Tasks / MRTR calls (useful steps/s):"):
+        assert figure in output, output
+    assert "per write on average" in output, output  # the workers' checkpoint histogram was read
+    assert "| 1 | w" in output, output  # one recovery trial measured

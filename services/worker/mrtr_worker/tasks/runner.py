@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from mcp_types import INTERNAL_ERROR
+from prometheus_client import Histogram
 from redis.exceptions import RedisError, ResponseError
 
 from mrtr_worker.compute.engine import COMPUTE_META_KEY
@@ -48,6 +49,7 @@ from mrtr_worker.tasks.wire import Status
 logger = logging.getLogger(__name__)
 
 _BACKOFF_SECONDS = 0.5
+_CHECKPOINT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 
 
 def _step_failure(job: Job, exc: Exception) -> TaskFailure:
@@ -84,6 +86,12 @@ class TaskRunner:
         self._running: set[asyncio.Task[None]] = set()
         self.last_error: str | None = None
         """Why the store was unreachable the last time the runner tried, or None once it works again."""
+        self._checkpoint_seconds = Histogram(
+            "mrtr_worker_task_checkpoint_seconds",
+            "Time to write the end of a slice (seal the record, one Redis transaction): what a checkpoint costs",
+            buckets=_CHECKPOINT_BUCKETS,
+            registry=metrics.registry,
+        )
 
     @property
     def consumer(self) -> str:
@@ -270,9 +278,11 @@ class TaskRunner:
         await self._commit(stored, record.moved(Status.FAILED, now, error=failure.error()), taken)
 
     async def _commit(self, stored: Stored, record: TaskRecord, taken: Slice, *, requeue: bool = False) -> None:
+        started = time.perf_counter()
         if not await self._store.commit(stored, record, ack=taken.message_id, requeue=requeue):
             await self._store.ack(taken.message_id)  # another write came first (a cancel): this slice is stale
             self._metrics.task_slices.labels(outcome="stale").inc()
             return
+        self._checkpoint_seconds.observe(time.perf_counter() - started)
         outcome = "requeued" if requeue else record.status.value
         self._metrics.task_slices.labels(outcome=outcome).inc()
