@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mrtr_worker.compute import hashchain
-from tests.fuzz.calls import ELICIT, FORM_AND_URL, HAIKU_ANSWER, ROOTS, SAMPLING, Call
+from tests.fuzz.calls import ELICIT, HAIKU_ANSWER, ROOTS, SAMPLING, Call
 from tests.support.wire import Exchange, McpHttp
 
 HOP_BY_HOP = {
@@ -115,9 +115,8 @@ def collect(mcp: McpHttp) -> Origins:
         _pick("haiku"),
     )
     first_round("roots", Call("roots", "tools/call", {"name": "scan_roots", "arguments": {}}, ROOTS), _pick("roots"))
-    first_round(
-        "vault", Call("vault", "tools/call", {"name": "connect_vault", "arguments": {}}, FORM_AND_URL), _pick("vault")
-    )
+    # connect_vault is not an origin: it serves signed-in callers with a vault store only, and completes
+    # on the vault page, not on a retry (tests/worker/test_vault_routes.py).
     first_round("prompt", Call("prompt", "prompts/get", {"name": "onboarding"}, ELICIT), _pick("preferred_name"))
     first_round("resource", Call("resource", "resources/read", {"uri": "mrtr://reports/7"}, ELICIT), _pick("detail"))
     first_round("hash", HASH, None)

@@ -36,7 +36,7 @@ from tests.fuzz.tally import TALLY
 from tests.fuzz.target import MAX_BODY_BYTES, FuzzTarget
 from tests.fuzz.wire_strategies import json_values, plain_hostile_values
 
-LABELS = ["haiku", "hash", "link-1", "link-2", "pi", "primes", "prompt", "resource", "roots", "vault"]
+LABELS = ["haiku", "hash", "link-1", "link-2", "pi", "primes", "prompt", "resource", "roots"]
 
 
 @pytest.mark.parametrize("label", LABELS)

@@ -97,10 +97,11 @@ def test_roots_tool_lists_the_clients_roots(client_for: Any) -> None:
     assert done.structured == {"roots": ["file:///a", "file:///b"], "count": 2}
 
 
-def test_the_secret_is_asked_through_url_mode_never_a_form(client_for: Any) -> None:
+def test_the_secret_tool_without_a_vault_store_says_it_is_unavailable(client_for: Any) -> None:
+    # The URL-mode flow itself (the page, the store, the browser) is in test_vault_routes / test_vault_browser.
     done = client_for(ScriptedInputs()).call_tool("connect_vault")
-    assert done.structured["connected"] is True
-    assert [q.key for q in done.trace.questions] == ["vault"]
+    assert done.is_error
+    assert done.text.startswith("connect_vault is unavailable: this worker has no vault store")
 
 
 def test_url_mode_is_required_for_the_secret_tool(client_for: Any) -> None:

@@ -41,6 +41,10 @@ from mrtr_worker.tasks.runner import TaskRunner
 from mrtr_worker.tasks.sealing import RecordSealer
 from mrtr_worker.tasks.service import TaskService
 from mrtr_worker.tasks.store import TaskStore
+from mrtr_worker.vault.flows import VaultFlows
+from mrtr_worker.vault.routes import VaultSite, vault_router
+from mrtr_worker.vault.session import SessionCodec
+from mrtr_worker.vault.tool import VaultDesk
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +62,7 @@ class Worker:
     mcp: MCPServer
     tasks: TaskService | None = None
     runner: TaskRunner | None = None
+    vault: VaultDesk | None = None
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, ring: KeyRing) -> Worker:
@@ -72,6 +77,7 @@ class Worker:
         lifecycle = Lifecycle()
         engine = Engine(settings.shedding_settings(), lifecycle, metrics)
         tasks, runner = _task_parts(settings, codec, identity, lifecycle, engine, metrics)
+        vault = _vault_desk(settings)
         return cls(
             settings=settings,
             identity=identity,
@@ -79,9 +85,10 @@ class Worker:
             metrics=metrics,
             lifecycle=lifecycle,
             engine=engine,
-            mcp=build_mcp_server(settings, codec, metrics, identity, engine, lifecycle, tasks),
+            mcp=build_mcp_server(settings, codec, metrics, identity, engine, lifecycle, tasks, vault=vault),
             tasks=tasks,
             runner=runner,
+            vault=vault,
         )
 
     def tasks_health(self) -> dict[str, object]:
@@ -132,6 +139,15 @@ def _task_parts(
     return service, runner
 
 
+def _vault_desk(settings: WorkerSettings) -> VaultDesk | None:
+    """The vault flows (in the task store's Redis, under its prefix) when a Redis URL is configured."""
+    url = settings.redis_url_text()
+    if url is None:
+        return None
+    ttl_ms = int(settings.state_ttl_seconds * 1000)  # a flow lives no longer than the state that carries it
+    return VaultDesk(VaultFlows.connect(url, prefix=settings.redis_prefix, ttl_ms=ttl_ms), settings.public_base())
+
+
 def _token_verifier(settings: WorkerSettings) -> JwtVerifier | None:
     """The configured issuer's verifier, or None when no issuer is configured (anonymous only)."""
     if settings.jwt_public_key_file is None and settings.jwt_jwks_url is None:
@@ -179,15 +195,18 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
                 await worker.runner.stop(grace_seconds=settings.drain_timeout_seconds)
             if worker.tasks is not None:
                 await worker.tasks.store.close()
+            if worker.vault is not None:
+                await worker.vault.flows.close()
             await worker.engine.stop()
             logging.getLogger(rejections.SDK_LOGGER).removeHandler(handler)
 
     app = FastAPI(title="mrtr-worker", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.worker = worker
     admin = admin_router(worker)
+    verifier = _token_verifier(settings)
     authenticated_mcp = authenticate(
         ModernOnly(mcp_app),
-        _token_verifier(settings),
+        verifier,
         allow_anonymous=settings.allow_anonymous,
         required_scopes=settings.required_scopes,
     )
@@ -211,6 +230,8 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
         return Response(generate_latest(worker.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(admin)
+    flows = None if worker.vault is None else worker.vault.flows
+    app.include_router(vault_router(VaultSite(flows, verifier, SessionCodec(worker.codec), settings.public_base())))
     app.mount("/", authenticated_mcp)  # after the host routes, so they match first
     app.add_middleware(InstanceHeaders, instance_id=worker.identity.instance_id, version=worker.identity.version)
     return app

@@ -7,6 +7,7 @@ capability it needs; a tool that can proceed without it asks for less.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -60,3 +61,19 @@ def require(capabilities: ClientCapabilities | None, need: Need, *, why: str) ->
         message=f"Missing required client capability: {why}",
         data={"requiredCapabilities": _REQUIRED_CAPABILITIES[need]},
     )
+
+
+_NEED_OF_METHOD = {"sampling/createMessage": Need.SAMPLING, "roots/list": Need.ROOTS}
+
+
+def need_of(request: Mapping[str, Any]) -> Need:
+    """The capability an input request (wire shape) needs: its method, and for elicitation its mode."""
+    method = request.get("method")
+    if method == "elicitation/create":
+        params = request.get("params")
+        mode = params.get("mode", "form") if isinstance(params, Mapping) else "form"
+        return Need.URL if mode == "url" else Need.FORM
+    need = _NEED_OF_METHOD.get(str(method))
+    if need is None:
+        raise ValueError(f"not an input request method: {method!r}")
+    return need

@@ -95,6 +95,10 @@ class WorkerSettings(BaseSettings):
     drain_timeout_seconds: int = Field(default=30, ge=1)
     """Upper bound on a graceful stop; a drain normally takes one step."""
 
+    public_url: str = Field(default="http://127.0.0.1:8080", pattern=r"^https?://[^/?#]+/?$")
+    """The fleet's public base URL (the proxy, as users reach it): the vault page's links are built on it, so
+    any worker serves any flow through the same address as /mcp. Default: what the local cluster and compose publish."""
+
     redis_url: SecretStr | None = None
     """The task store (`redis://host:port/db`); unset, the worker serves everything but tasks and does not
     advertise the tasks extension. A secret because the URL may carry a password."""
@@ -189,6 +193,10 @@ class WorkerSettings(BaseSettings):
             max_slice_ms=self.max_slice_ms,
             priority_after_hops=self.priority_after_hops,
         )
+
+    def public_base(self) -> str:
+        """`public_url` without a trailing slash, ready for a path."""
+        return self.public_url.rstrip("/")
 
     def redis_url_text(self) -> str | None:
         """The task store's URL, or None when tasks are off."""

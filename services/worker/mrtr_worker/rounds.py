@@ -25,6 +25,7 @@ from mcp_types import ClientCapabilities, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mrtr_protocol.rounds import ROUND_META_KEY, EndOfRound
+from mrtr_worker.capabilities import need_of, require
 from mrtr_worker.inputs import InputRequestWire
 from mrtr_worker.state_layout import StateLayout
 
@@ -51,7 +52,16 @@ class Round:
         self.data, self.trace, self._extra = decoded.data, decoded.trace, decoded.extra
 
     def ask(self, requests: Mapping[str, InputRequestWire], data: Mapping[str, Any]) -> InputRequiredResult:
-        """End the round asking the client the given questions."""
+        """End the round asking the client the given questions.
+
+        Every question is checked against this round's own `clientCapabilities` (a retry may declare less
+        than the request that started the call): one the client did not declare is never sent, the round
+        answers -32021 with the capability it needs instead. Handlers check first with a clearer reason;
+        this is the net under every tool, on every round.
+        """
+        for key, request in requests.items():
+            need = need_of(request)
+            require(self.capabilities, need, why=f"input request {key!r} needs {need.value} on this request")
         return self._end(data, EndOfRound.INPUT, dict(requests), retry_after_ms=None)
 
     def hand_back(self, data: Mapping[str, Any], reason: EndOfRound, *, retry_after_ms: int = 0) -> InputRequiredResult:

@@ -20,6 +20,7 @@ from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.tasks.extension import TasksExtension
 from mrtr_worker.tasks.offer import TaskTools
 from mrtr_worker.tasks.service import TaskService
+from mrtr_worker.vault.tool import VaultDesk
 
 SERVER_NAME = "mrtr-worker"
 
@@ -43,6 +44,8 @@ def build_mcp_server(
     engine: Engine,
     lifecycle: Lifecycle,
     tasks: TaskService | None = None,
+    *,
+    vault: VaultDesk | None = None,
 ) -> MCPServer:
     """The SDK server with the fleet's shared requestState policy and the configured packs.
 
@@ -66,7 +69,7 @@ def build_mcp_server(
     server.middleware.insert(2, LimitAnswers(settings.max_input_responses, settings.max_answer_bytes))
     # Innermost, after the requestState boundary: a bad prompt name or arguments is -32602, not -32603.
     server.middleware.append(PromptGuard(server))
-    env = PackEnv(identity=identity, engine=engine, tasks=task_tools)
+    env = PackEnv(identity=identity, engine=engine, tasks=task_tools, vault=vault)
     for pack in settings.tool_packs:
         _load_pack(pack)(server, env)
     return server

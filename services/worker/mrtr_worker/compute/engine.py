@@ -29,7 +29,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker import inputs
-from mrtr_worker.capabilities import Need, allows
+from mrtr_worker.capabilities import Need, allows, require
 from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.slots import Slots
@@ -127,6 +127,10 @@ class Engine:
             if question is not None and question.key == pending:
                 answer = inputs.read_form(rnd.responses, question.key, question.request)
                 if answer is None or answer.problem is not None:
+                    # Asking again needs this retry's own capability: it may have dropped what the first
+                    # round declared, and the user's answer is owed, so -32021 rather than a silent decline.
+                    why = f"{computation.name} is waiting for the answer to {pending!r} (form elicitation)"
+                    require(rnd.capabilities, Need.FORM, why=why)
                     return rnd.ask({question.key: question.request}, self._data(state, steps, question=pending))
                 state = question.apply(state, answer.content)
 

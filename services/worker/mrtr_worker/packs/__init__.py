@@ -13,6 +13,7 @@ from mrtr_worker.tasks.offer import TaskTools
 
 if TYPE_CHECKING:
     from mrtr_worker.compute.engine import Engine
+    from mrtr_worker.vault.tool import VaultDesk
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class PackEnv:
     engine: Engine
     tasks: TaskTools = field(default_factory=lambda: TaskTools(enabled=False))
     """Where a pack declares which tools may become tasks (see `mrtr_worker.tasks.offer`)."""
+    vault: VaultDesk | None = None
+    """The vault flows in Redis and the fleet's public URL (`connect_vault`); None without Redis."""
 
 
 Register = Callable[[MCPServer, PackEnv], None]

@@ -6,7 +6,8 @@
   twice, whichever instances and versions a request visits.
 * `write_haiku`: sampling. `scan_roots`: roots. `echo`: a complete call with no input.
 * `connect_vault`: needs a secret, so it uses URL-mode elicitation (form mode
-  must never ask for passwords, keys or tokens).
+  must never ask for passwords, keys or tokens); the page is the fleet's own
+  (`mrtr_worker.vault`), and the tool believes the store, not the client's accept.
 * `prime_report`: the seeds' composition of the two halves of MRTR: it asks
   its questions by MRTR rounds first (no task yet), then becomes a task
   (the tasks extension) that counts the primes and addresses the result to
@@ -17,7 +18,6 @@
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -28,6 +28,7 @@ from mrtr_worker.capabilities import Need, require
 from mrtr_worker.packs import PackEnv
 from mrtr_worker.rounds import Round
 from mrtr_worker.tasks.offer import TaskSupport, offer
+from mrtr_worker.vault.tool import vault_round
 
 LOGINS_BY_VERSION: dict[int, tuple[str, ...]] = {
     1: ("github_login", "google_login"),
@@ -39,9 +40,6 @@ PROVIDERS = {"github_login": "GitHub", "google_login": "Google", "microsoft_logi
 
 PAST_TENSE = {"decline": "declined", "cancel": "cancelled"}
 """How a refusal reads in a tool's error text ("cancel" + "d" is not a word)."""
-
-VAULT_URL = "https://vault.example.com/connect"
-"""Where the demo sends the user to enter an API key; never a form field."""
 
 
 def login_request(key: str) -> inputs.InputRequestWire:
@@ -115,15 +113,8 @@ def register(server: MCPServer, env: PackEnv) -> None:
     async def connect_vault(ctx: Context) -> CallToolResult | InputRequiredResult:
         rnd = Round(ctx, identity)
         require(rnd.capabilities, Need.URL, why="connect_vault needs URL-mode elicitation for a secret")
-        flow = rnd.data.get("flow")
-        action = inputs.read_url_consent(rnd.responses, "vault") if flow else None
-        if flow is None or action is None:
-            flow = flow or secrets.token_urlsafe(12)
-            message = "Open the vault page to enter your API key. It is never shown to this client."
-            return rnd.ask({"vault": inputs.url_elicitation(message, f"{VAULT_URL}?flow={flow}")}, {"flow": flow})
-        if action != "accept":
-            return _text_result(f"Vault connection was {PAST_TENSE.get(action, action)}.", error=True)
-        return _text_result(f"Vault connected (flow {flow}).", {"flow": flow, "connected": True})
+        # Completes only when the fleet's store shows the flow completed on the vault page by this caller.
+        return await vault_round(rnd, env.vault)
 
     @server.prompt(description="A greeting prompt that first asks the user's preferred name.")
     async def onboarding(ctx: Context) -> list[dict[str, Any]] | InputRequiredResult:

@@ -1,0 +1,98 @@
+"""Driving `connect_vault` in tests: MCP calls under a user's token, and the vault page over plain HTTP.
+
+Shared by the route tests (httpx) and the browser test (Chromium), so both
+start and finish flows exactly the same way, on the wire.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+from mrtr_protocol.wire import encode_request, request_headers, request_meta
+
+URL_MODE: dict[str, Any] = {"elicitation": {"url": {}}}
+CSRF_FIELD = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+@dataclass
+class VaultCall:
+    """One `connect_vault` call by one user, round by round (the state and answers are the test's to choose)."""
+
+    mcp_url: str
+    token: str | None
+    http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=30.0))
+    state: str | None = None
+    _ids: int = 0
+
+    def round(self, action: str | None = None, *, state: str | None = None) -> dict[str, Any]:
+        """Send one round (the first, or a retry with `action` as the URL-mode answer); returns the result."""
+        params: dict[str, Any] = {"_meta": request_meta(URL_MODE), "name": "connect_vault", "arguments": {}}
+        state = state or self.state
+        if state is not None:
+            params["requestState"] = state
+        if action is not None:
+            params["inputResponses"] = {"vault": {"action": action}}
+        headers = request_headers("tools/call", params)
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        self._ids += 1
+        reply = self.http.post(self.mcp_url, headers=headers, content=encode_request(self._ids, "tools/call", params))
+        message = reply.json()
+        assert "result" in message, message
+        result: dict[str, Any] = message["result"]
+        if result.get("resultType") == "input_required":
+            self.state = result["requestState"]
+        return result
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def asked_url(result: dict[str, Any]) -> str:
+    """The URL a URL-mode input_required sends the user to."""
+    assert result.get("resultType") == "input_required", result
+    params = result["inputRequests"]["vault"]["params"]
+    assert params["mode"] == "url", params
+    url: str = params["url"]
+    return url
+
+
+def flow_of(url: str) -> str:
+    return parse_qs(urlsplit(url).query)["flow"][0]
+
+
+def csrf_in(page: str) -> str:
+    found = CSRF_FIELD.search(page)
+    assert found is not None, page[:500]
+    return found.group(1)
+
+
+class PageVisitor:
+    """A browser without a browser: cookies kept, forms read and posted, redirects followed."""
+
+    def __init__(self) -> None:
+        self.http = httpx.Client(timeout=30.0, follow_redirects=True)
+
+    def open(self, url: str) -> httpx.Response:
+        return self.http.get(url)
+
+    def sign_in(self, url: str, token: str) -> httpx.Response:
+        """Open the link, sign in with a token on the page, land back on the link."""
+        page = self.open(url)
+        base = f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
+        form = {"flow": flow_of(url), "csrf": csrf_in(page.text), "token": token}
+        return self.http.post(f"{base}/vault/sign-in", data=form)
+
+    def submit_key(self, url: str, api_key: str, *, csrf: str | None = None) -> httpx.Response:
+        page = self.open(url)
+        base = f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
+        form = {"flow": flow_of(url), "csrf": csrf if csrf is not None else csrf_in(page.text), "api_key": api_key}
+        return self.http.post(f"{base}/vault/connect", data=form)
+
+    def close(self) -> None:
+        self.http.close()
