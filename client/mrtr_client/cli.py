@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -27,7 +28,9 @@ from mrtr_client.inputs import Answer, default_form_content, sampling_answer
 from mrtr_client.trace import CallResult, TaskExchange, TaskSnapshot
 from mrtr_protocol.tasks import (
     COMPUTE_META_KEY,
+    SUBSCRIPTIONS_LISTEN,
     TASKS_CANCEL,
+    TASKS_NOTIFICATION,
     TASKS_UPDATE,
     TaskStatus,
     requires_tasks,
@@ -43,10 +46,13 @@ DEFAULT_URL = os.environ.get("MRTR_URL", "http://127.0.0.1:8080/mcp")
 class TerminalInputs:
     """Asks the person at the terminal; `--answer` values are used without asking."""
 
-    def __init__(self, preset: dict[str, dict[str, str]], roots: list[str], interactive: bool) -> None:
+    def __init__(
+        self, preset: dict[str, dict[str, str]], roots: list[str], interactive: bool, *, assume_yes: bool = False
+    ) -> None:
         self._preset = preset
         self._roots = roots
         self._interactive = interactive
+        self._assume_yes = assume_yes
 
     def capabilities(self) -> dict[str, Any]:
         return {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
@@ -62,10 +68,26 @@ class TerminalInputs:
             print(f"  [{key}] the server asks your model: {prompt}")
             return sampling_answer(self._ask("  model reply> ", "(no model attached)"), model="terminal")
         if params.get("mode") == "url":
-            print(f"  [{key}] {params.get('message')}\n      open: {params.get('url')}")
-            done = self._ask("  completed in the browser? [y/N] ", "y").lower().startswith("y")
-            return {"action": "accept" if done else "decline"}
+            return self._url(key, params)
         return self._form(key, params)
+
+    def _url(self, key: str, params: Mapping[str, Any]) -> Answer:
+        """Show the whole URL and its site, then wait for the person: only they can open it and finish there.
+
+        `accept` only says "I am done in the browser"; the server checks that. `--yes` never accepts (nobody
+        went to the page), and neither does the end of input.
+        """
+        url = str(params.get("url", ""))
+        print(f"  [{key}] {params.get('message')}\n      open: {url}\n      site: {urlsplit(url).netloc}", flush=True)
+        if self._assume_yes:
+            print("      --yes: a URL needs a person in a browser, so this request is declined", flush=True)
+            return {"action": "decline"}
+        try:
+            typed = input("  press Enter once you are done in the browser (n declines)> ").strip().lower()
+        except EOFError:
+            print("\n      no more input: declined", flush=True)
+            return {"action": "decline"}
+        return {"action": "decline" if typed in ("n", "no") else "accept"}
 
     def _form(self, key: str, params: Mapping[str, Any]) -> Answer:
         schema = params.get("requestedSchema") or {}
@@ -133,6 +155,10 @@ def _print_trace(done: CallResult) -> None:
     if done.task_id is not None:
         workers = ", ".join(dict.fromkeys(p.instance for p in polls if p.instance)) or "-"
         print(f"task {done.task_id}: {len(polls)} poll{'s' if len(polls) != 1 else ''} answered by {workers}")
+        pushes = [x for x in done.trace.task_exchanges if x.method == TASKS_NOTIFICATION]
+        if pushes:
+            streams = ", ".join(dict.fromkeys(p.instance for p in pushes if p.instance)) or "-"
+            print(f"task {done.task_id}: {len(pushes)} change{'s' if len(pushes) != 1 else ''} pushed by {streams}")
         ran = slice_workers(done.result)
         if ran:
             compute = (done.result.get("_meta") or {}).get(COMPUTE_META_KEY) or {}
@@ -165,7 +191,7 @@ class StatusLine:
         if exchange.method == TASKS_CANCEL:
             self.cancel = exchange
             self.close()
-        elif exchange.method == TASKS_UPDATE:
+        elif exchange.method in (TASKS_UPDATE, SUBSCRIPTIONS_LISTEN):
             self._print(f"  {exchange.detail} (on {exchange.instance or '-'})")
         elif snapshot is not None and exchange.detail == "created":
             every = f"poll every {snapshot.poll_interval_ms} ms" if snapshot.poll_interval_ms else "polling"
@@ -293,7 +319,10 @@ def main(argv: list[str] | None = None, *, http: httpx.Client | None = None) -> 
     parser.add_argument(
         "--max-wait", type=float, default=TaskPolicy.max_wait, help="seconds to wait for a task (it goes on after)"
     )
-    parser.add_argument("--yes", action="store_true", help="never prompt: accept defaults")
+    parser.add_argument(
+        "--no-push", action="store_true", help="poll a task with tasks/get instead of listening for its changes"
+    )
+    parser.add_argument("--yes", action="store_true", help="never prompt: form defaults; URL requests declined")
     parser.add_argument("--json", action="store_true", help="print the complete result (or the task) as JSON")
     args = parser.parse_args(argv)
 
@@ -301,9 +330,11 @@ def main(argv: list[str] | None = None, *, http: httpx.Client | None = None) -> 
     if task_command and len(args.arguments) != 2:
         parser.error(f"usage: mrtr-call task {'|'.join(TASK_COMMANDS)} ID")
     roots = args.root or [Path.cwd().as_uri()]
-    inputs = TerminalInputs(_parse_answers(args.answer), roots, interactive=not args.yes and sys.stdin.isatty())
+    inputs = TerminalInputs(
+        _parse_answers(args.answer), roots, interactive=not args.yes and sys.stdin.isatty(), assume_yes=args.yes
+    )
     policy = RetryPolicy(max_rounds=args.max_rounds)
-    task_policy = TaskPolicy(max_wait=args.max_wait)
+    task_policy = TaskPolicy(max_wait=args.max_wait, push=not args.no_push)
     following = args.task or (task_command and args.arguments[0] == "wait")
     status = StatusLine(sys.stdout, live=sys.stdout.isatty()) if following else None
     try:

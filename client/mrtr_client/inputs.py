@@ -65,7 +65,9 @@ class ScriptedInputs:
     `forms` maps a key to the form content to submit, or to an action string
     (`"decline"`, `"cancel"`). `sample` turns a sampling request's params into
     the model's text. `roots` lists root URIs. `url_action` answers URL-mode
-    elicitations.
+    elicitations: `accept` only claims the user finished in the browser, so a
+    server that checks (the demo's `connect_vault`) asks again until its page
+    has seen them; a script with no browser behind it should decline.
     """
 
     forms: dict[str, dict[str, Any] | str] = field(default_factory=dict)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 
+import pytest
+
+from mrtr_client.cli import TerminalInputs
+from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_ops.local.process import WorkerSpec
+from mrtr_ops.local.redis import RedisServer
+from tests.conftest import StartWorker
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -50,3 +57,71 @@ def test_the_cli_reports_an_unreachable_server_clearly(worker: WorkerSpec) -> No
     done = _cli("--url", "http://127.0.0.1:9/mcp", "--yes", "link_accounts")
     assert done.returncode == 1
     assert done.stderr.startswith("mrtr-call: gave up after")
+
+
+URL_REQUEST = {
+    "method": "elicitation/create",
+    "params": {"mode": "url", "message": "Open the vault page.", "url": "https://vault.example.org/connect?flow=abc"},
+}
+
+
+def test_a_url_request_shows_the_url_and_its_site_and_waits_for_enter(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = TerminalInputs({}, [], interactive=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("\nn\n"))
+    assert inputs.answer("vault", URL_REQUEST) == {"action": "accept"}  # Enter: done in the browser
+    assert inputs.answer("vault", URL_REQUEST) == {"action": "decline"}  # n
+    assert inputs.answer("vault", URL_REQUEST) == {"action": "decline"}  # end of input: nobody is there
+    shown = capsys.readouterr().out
+    assert "open: https://vault.example.org/connect?flow=abc" in shown
+    assert "site: vault.example.org" in shown
+    assert "press Enter once you are done in the browser" in shown
+
+
+def test_yes_never_accepts_a_url_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n"))
+    inputs = TerminalInputs({}, [], interactive=False, assume_yes=True)
+    assert inputs.answer("vault", URL_REQUEST) == {"action": "decline"}
+    assert sys.stdin.read() == "\n"  # it did not even wait for Enter
+
+
+@pytest.fixture(scope="module")
+def vault_worker(
+    start_worker: StartWorker, redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[WorkerSpec, DevIssuer]:
+    """A worker that serves connect_vault: Redis and the development issuer."""
+    directory = tmp_path_factory.mktemp("issuer")
+    issuer = DevIssuer.ensure(directory)
+    env = {
+        "MRTR_WORKER_REDIS_URL": redis_server.url,
+        "MRTR_WORKER_REDIS_PREFIX": "vault-cli:",
+        "MRTR_WORKER_JWT_PUBLIC_KEY_FILE": str(directory / PUBLIC_KEY_NAME),
+    }
+    spec, _ = start_worker(env=env)
+    return spec, issuer
+
+
+def test_the_cli_waits_for_enter_and_is_asked_again_until_the_page_saw_the_user(
+    vault_worker: tuple[WorkerSpec, DevIssuer],
+) -> None:
+    spec, issuer = vault_worker
+    args = ("--url", f"{spec.url}/mcp", "--token", issuer.mint("alice"), "connect_vault")
+    done = subprocess.run(
+        [sys.executable, "-m", "mrtr_client.cli", *args], capture_output=True, text=True, timeout=60, input="\n"
+    )
+    links = [line.split("open: ", 1)[1] for line in done.stdout.splitlines() if "open: " in line]
+    assert len(links) == 2, done.stdout  # Enter without the page: asked again...
+    assert links[0] == links[1]  # ...with the same URL
+    assert "no more input: declined" in done.stdout
+    assert done.returncode == 1
+    assert "Vault connection was declined." in done.stdout
+
+
+def test_the_cli_with_yes_declines_a_url_request(vault_worker: tuple[WorkerSpec, DevIssuer]) -> None:
+    spec, issuer = vault_worker
+    done = _cli("--url", f"{spec.url}/mcp", "--token", issuer.mint("alice"), "--yes", "connect_vault")
+    assert done.stdout.count("open: ") == 1
+    assert "--yes: a URL needs a person in a browser" in done.stdout
+    assert done.returncode == 1
+    assert "Vault connection was declined." in done.stdout
