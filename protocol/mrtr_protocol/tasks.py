@@ -7,7 +7,9 @@ or is answered at once. The task is then read with `tasks/get`, answered with
 `tasks/update` and stopped with `tasks/cancel`, each naming it by `taskId`
 (which also travels in the `Mcp-Name` header). No `requestState` exists on
 the task wire; `tasks/result` and `tasks/list` are gone from the released
-extension.
+extension. Instead of polling, a client may push-subscribe: a
+`subscriptions/listen` naming `notifications.taskIds` streams
+`notifications/tasks` (the full `DetailedTask`) at every change.
 """
 
 from __future__ import annotations
@@ -29,6 +31,17 @@ TASK_METHODS: tuple[str, ...] = (TASKS_GET, TASKS_UPDATE, TASKS_CANCEL)
 """The extension's methods; each takes `params.taskId`."""
 
 TASK_ID_PARAM = "taskId"
+
+SUBSCRIPTIONS_LISTEN = "subscriptions/listen"
+"""The long-lived POST whose response is a stream of change notifications (core, 2026-07-28)."""
+LISTEN_TASK_IDS = "taskIds"
+"""Under `params.notifications` of a listen: the tasks to push; in the ack's `notifications`: those honoured."""
+TASKS_NOTIFICATION = "notifications/tasks"
+"""The push on a listen stream: params are the task's full `DetailedTask` (what `tasks/get` would answer)."""
+SUBSCRIPTIONS_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+"""The first frame of a listen stream: the subset of the requested notifications the server honours."""
+SUBSCRIPTION_ID_META_KEY = "io.modelcontextprotocol/subscriptionId"
+"""On every frame of a listen stream (and its closing result): the listen request's JSON-RPC id."""
 
 COMPUTE_META_KEY = "mrtr-cluster.dev/compute"
 """Vendor `_meta` key on a computation's result (a task's too): `{"steps", "slices", "visited"}`, where `visited`

@@ -36,6 +36,7 @@ from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.server import build_mcp_server
 from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.state_layout import StateLayout
+from mrtr_worker.tasks.push import TaskPush
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS
 from mrtr_worker.tasks.runner import TaskRunner
 from mrtr_worker.tasks.sealing import RecordSealer
@@ -63,6 +64,7 @@ class Worker:
     tasks: TaskService | None = None
     runner: TaskRunner | None = None
     vault: VaultDesk | None = None
+    push: TaskPush | None = None
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, ring: KeyRing) -> Worker:
@@ -78,6 +80,7 @@ class Worker:
         engine = Engine(settings.shedding_settings(), lifecycle, metrics)
         tasks, runner = _task_parts(settings, codec, identity, lifecycle, engine, metrics)
         vault = _vault_desk(settings)
+        push = TaskPush(tasks, lifecycle) if tasks is not None else None
         return cls(
             settings=settings,
             identity=identity,
@@ -85,9 +88,10 @@ class Worker:
             metrics=metrics,
             lifecycle=lifecycle,
             engine=engine,
-            mcp=build_mcp_server(settings, codec, metrics, identity, engine, lifecycle, tasks, vault=vault),
+            mcp=build_mcp_server(settings, codec, metrics, identity, engine, lifecycle, tasks, vault=vault, push=push),
             tasks=tasks,
             runner=runner,
+            push=push,
             vault=vault,
         )
 
@@ -106,6 +110,8 @@ class Worker:
     def drain(self) -> None:
         self.lifecycle.drain()
         self.metrics.ready.set(0)
+        if self.push is not None:
+            self.push.close()  # task listens end now, so their clients listen again elsewhere
 
 
 def _task_parts(
@@ -185,12 +191,16 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
         await worker.engine.start()
         if worker.runner is not None:
             await worker.runner.start()  # never fails on Redis: its loops retry until Redis answers
+        if worker.push is not None:
+            worker.push.start()
         worker.metrics.ready.set(1)
         try:
             async with worker.mcp.session_manager.run():
                 logger.info("worker %s (v%s) ready", worker.identity.instance_id, worker.identity.version)
                 yield
         finally:
+            if worker.push is not None:
+                await worker.push.stop()
             if worker.runner is not None:
                 await worker.runner.stop(grace_seconds=settings.drain_timeout_seconds)
             if worker.tasks is not None:

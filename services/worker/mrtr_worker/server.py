@@ -19,6 +19,7 @@ from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.tasks.extension import TasksExtension
 from mrtr_worker.tasks.offer import TaskTools
+from mrtr_worker.tasks.push import TaskPush
 from mrtr_worker.tasks.service import TaskService
 from mrtr_worker.vault.tool import VaultDesk
 
@@ -46,6 +47,7 @@ def build_mcp_server(
     tasks: TaskService | None = None,
     *,
     vault: VaultDesk | None = None,
+    push: TaskPush | None = None,
 ) -> MCPServer:
     """The SDK server with the fleet's shared requestState policy and the configured packs.
 
@@ -69,6 +71,8 @@ def build_mcp_server(
     server.middleware.insert(2, LimitAnswers(settings.max_input_responses, settings.max_answer_bytes))
     # Innermost, after the requestState boundary: a bad prompt name or arguments is -32602, not -32603.
     server.middleware.append(PromptGuard(server))
+    if push is not None:
+        server.middleware.append(push)  # a listen naming taskIds; every other listen reaches the SDK's handler
     env = PackEnv(identity=identity, engine=engine, tasks=task_tools, vault=vault)
     for pack in settings.tool_packs:
         _load_pack(pack)(server, env)

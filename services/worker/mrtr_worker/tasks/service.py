@@ -83,6 +83,21 @@ class TaskService:
             raise errors.task_not_found(task_id)
         return stored.record
 
+    async def read_owned(self, principal: str | None, task_id: str) -> TaskRecord | None:
+        """The task if it exists, is readable and belongs to `principal`; None for all else alike (no leak).
+
+        For the listen stream (`tasks.push`), which reads again at every change; a Redis error raises.
+        """
+        if not TASK_ID.fullmatch(task_id):
+            return None
+        try:
+            stored = await self.store.load(task_id)
+        except UnreadableRecord:
+            return None  # a poll then reports it clearly
+        if stored is None or stored.record.principal != principal:
+            return None
+        return stored.record
+
     async def get(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> dict[str, Any]:
         return (await self._owned(ctx, task_id)).detailed()
 

@@ -13,6 +13,9 @@ Layout (every key under the configured prefix):
   runnable slice, `{task, rev}`. A worker reads with XREADGROUP as its
   instance id; the message stays pending (leased) until acknowledged; a
   slice whose worker died is taken over with XAUTOCLAIM after the lease.
+* `task-changes` (a pub/sub channel): the id of every task just written,
+  published in the same transaction as the write, so any worker's listen
+  streams (`tasks.push`) learn of a change made by any other worker.
 
 Every write is one optimistic transaction (WATCH the task, check `rev`,
 MULTI/EXEC): the checkpoint, the acknowledgement of the slice just run and
@@ -76,6 +79,7 @@ class TaskStore:
         self._sealer = sealer
         self._prefix = prefix
         self.stream = f"{prefix}slices"
+        self.changes = f"{prefix}task-changes"
 
     @classmethod
     def connect(cls, url: str, sealer: RecordSealer, *, prefix: str) -> TaskStore:
@@ -135,6 +139,7 @@ class TaskStore:
                     pipe.pexpire(live, record.ttl_ms)
                     if record.status is Status.WORKING:
                         pipe.xadd(self.stream, {"task": record.task_id, "rev": 1})
+                    pipe.publish(self.changes, record.task_id)
                     await pipe.execute()
                     return
                 except WatchError:
@@ -190,6 +195,7 @@ class TaskStore:
             pipe.xdel(self.stream, ack)  # acknowledged slices leave the stream: it holds only runnable work
         if requeue:
             pipe.xadd(self.stream, {"task": record.task_id, "rev": rev})
+        pipe.publish(self.changes, record.task_id)  # inside MULTI: published only if the write lands
 
     async def mutate(self, task_id: str, change: Mutation) -> Stored | None:
         """Apply `change` to the current record, retrying on conflicts; None when the task does not exist."""
