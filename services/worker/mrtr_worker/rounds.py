@@ -47,7 +47,7 @@ class Round:
         self.capabilities: ClientCapabilities | None = ctx.client_capabilities
         self.responses: Mapping[str, Any] = ctx.input_responses or {}
         self.can_hand_back = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        """False on a 2025-era request (served by the SDK's legacy transport): that wire has no input_required."""
+        """False on a 2025-era request: that wire has no input_required (over HTTP the edge refuses them, -32022)."""
         decoded = identity.layout.decode(ctx.request_state)
         self.data, self.trace, self._extra = decoded.data, decoded.trace, decoded.extra
 

@@ -134,8 +134,8 @@ class Engine:
                     return rnd.ask({question.key: question.request}, self._data(state, steps, question=pending))
                 state = question.apply(state, answer.content)
 
-        # A 2025-era request cannot be handed back (its wire has no input_required): it queues for a
-        # slot and runs to its end here, never shed, even by a drain (which waits for it).
+        # A round that cannot be handed back (`can_hand_back` False: a 2025-era wire, which the HTTP edge
+        # now refuses, see `modern_only`) queues for a slot and runs to its end, never shed, not even by a drain.
         if self._lifecycle.draining and rnd.can_hand_back:
             return self._hand_back(rnd, state, steps, EndOfRound.DRAIN)
         if not self._slots.try_acquire():
