@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
+import tempfile
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import redis
 
-from benchmarks._cluster import PrimesCall, _children
+from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, stop_cluster
 from mrtr_client import Client, RetryPolicy
-from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_ops.waiting import wait_until
 from mrtr_protocol import events
 from mrtr_protocol.tasks import COMPUTE_META_KEY, TASK_RESULT_TYPE, with_tasks
@@ -39,6 +43,9 @@ CHECKPOINT_METRIC = "mrtr_worker_task_checkpoint_seconds"
 """The runner's histogram of slice-end writes (seal + one Redis transaction)."""
 
 _POLL_SECONDS = 0.005
+READY_TIMEOUT = 240.0
+"""Seconds a worker may take to start (and to restart after a kill): on this shared two-core machine a worker
+once took over 60 s to start its step pool while other test runs were going on."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,29 @@ class Recovery:
     """A survivor wrote the task (checkpoint or result): the work is safe again."""
     correct: bool
     """The task then completed with the exact count and the exact number of steps."""
+    record_bytes: int
+    """Size of the task's sealed record in Redis at the kill (what every checkpoint writes)."""
+
+
+@contextmanager
+def task_cluster(workers: int, worker_env: dict[str, str]) -> Iterator[LocalCluster]:
+    """The proxy, `workers` workers and one Redis, as `benchmarks._cluster.clusters` starts them, but patient
+    with slow starts; its work dir is removed afterwards unless something failed."""
+    work = Path(tempfile.mkdtemp(prefix="mrtr-bench-tasks-"))
+    config = ClusterConfig(workers=workers, port=0, tool_packs=TOOL_PACKS, work_dir=work, worker_env=worker_env)
+    config.ready_timeout = READY_TIMEOUT
+    cluster = LocalCluster(config)
+    failed = True
+    try:
+        cluster.start()
+        yield cluster
+        failed = False
+    finally:
+        stop_cluster(cluster)
+        if failed:
+            print(f"logs kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 class TaskStoreView:
@@ -75,6 +105,9 @@ class TaskStoreView:
         """The consumer that holds `message_id` now, or None once it is acknowledged."""
         pending: Any = self._redis.xpending_range(self._stream, GROUP, min=message_id, max=message_id, count=1)
         return str(pending[0]["consumer"]) if pending else None
+
+    def record_bytes(self, task_id: str) -> int:
+        return int(self._redis.hstrlen(f"{PREFIX}task:{task_id}", "rec"))
 
     def rev(self, task_id: str) -> int:
         value = self._redis.hget(f"{PREFIX}task:{task_id}", "rev")
@@ -119,7 +152,7 @@ def recover_once(
     held = wait_until(view.holder, timeout=60, interval=_POLL_SECONDS, what=f"a worker to take task {task_id}")
     time.sleep(random.uniform(0.2, 0.8) * slice_ms / 1000)  # a point inside the slice, not a wait for readiness
     message_id, victim = view.holder() or held
-    rev = view.rev(task_id)
+    rev, size = view.rev(task_id), view.record_bytes(task_id)
     kill_instance(cluster, victim)
     killed = time.monotonic()
     if view.holder_of(message_id) != victim or view.rev(task_id) != rev:
@@ -135,7 +168,7 @@ def recover_once(
     taken_over = time.monotonic() - killed
     wait_until(lambda: view.rev(task_id) > rev, timeout=timeout, interval=_POLL_SECONDS, what=f"task {task_id} again")
     rewritten = time.monotonic() - killed
-    return Recovery(victim, taken_over, rewritten, _finish(cluster, task_id, call))
+    return Recovery(victim, taken_over, rewritten, _finish(cluster, task_id, call), size)
 
 
 def _finish(cluster: LocalCluster, task_id: str, call: PrimesCall) -> bool:

@@ -35,8 +35,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from benchmarks._cluster import MIX, PATIENT, PrimesCall, clusters, median, steps_executed, verdict
-from benchmarks._tasks import PREFIX, Recovery, TaskStoreView, checkpoint_totals, recover_once
+from benchmarks._cluster import MIX, PATIENT, PrimesCall, median, steps_executed, verdict
+from benchmarks._tasks import PREFIX, Recovery, TaskStoreView, checkpoint_totals, recover_once, task_cluster
 from benchmarks.report import parser, publish
 from mrtr_client import AsyncClient, TaskExchange
 from mrtr_ops.local.cluster import LocalCluster
@@ -257,7 +257,7 @@ def main() -> int:
         "MRTR_WORKER_TASK_LEASE_MS": str(args.lease_ms),
         "MRTR_WORKER_TASK_SLICE_MS": str(args.slice_ms),
     }
-    with clusters(env, workers=WORKERS) as (cluster,):
+    with task_cluster(WORKERS, env) as cluster:
         latency = asyncio.run(measure_latency(cluster, 4, args.latency))
         runs = asyncio.run(measure_throughput(cluster, calls, args.callers, args.warmup, args.duration))
         recoveries, missed = measure_recovery(cluster, args.recoveries, slice_ms=args.slice_ms, lease_ms=args.lease_ms)
@@ -330,7 +330,7 @@ def report(latency: Latency, runs: dict[str, Run], recoveries: list[Recovery], m
         "",
         "### Checkpoint write per slice",
     ]
-    lines += _checkpoint_lines(tasks, s.slice_ms)
+    lines += _checkpoint_lines(tasks, s.slice_ms, [r.record_bytes for r in recoveries])
     lines += ["", "### Recovery after kill -9 of the worker running a task", ""]
     lines += _recovery_lines(recoveries, missed, s.lease_ms)
     errors = latency.errors + plain.errors + tasks.errors + sum(not r.correct for r in recoveries)
@@ -339,10 +339,11 @@ def report(latency: Latency, runs: dict[str, Run], recoveries: list[Recovery], m
     return lines
 
 
-def _checkpoint_lines(tasks: Run, slice_ms: int) -> list[str]:
+def _checkpoint_lines(tasks: Run, slice_ms: int, record_bytes: list[int]) -> list[str]:
     if not tasks.checkpoints:
         return ["", "No task slice ended during the task runs: nothing to report."]
     mean_ms = tasks.checkpoint_seconds / tasks.checkpoints * 1000
+    size = f" The sealed record of a running task is {median(record_bytes):.0f} bytes." if record_bytes else ""
     return [
         "",
         "From the workers' `mrtr_worker_task_checkpoint_seconds` (the write that ends every slice: seal the record, "
@@ -350,7 +351,7 @@ def _checkpoint_lines(tasks: Run, slice_ms: int) -> list[str]:
         f"message), over the task runs, under the full load above: **{mean_ms:.2f} ms** per write on average, "
         f"{tasks.checkpoints:.0f} writes. Against a slice of {slice_ms} ms that is **{mean_ms / slice_ms:.1%}** "
         "of the slice (an upper bound: a slice runs at least that long, except a task's last). A histogram gives "
-        "no exact percentiles, so only the mean is shown.",
+        f"no exact percentiles, so only the mean is shown.{size}",
     ]
 
 
