@@ -6,7 +6,7 @@ with Client("http://127.0.0.1:8080/mcp", ScriptedInputs(forms={"github_login": {
     done = c.call_tool("link_accounts")
     print(done.structured, [hop.instance for hop in done.trace.hops])
 
-    # the tasks extension: the server may make the call a task; it is polled to its end
+    # the tasks extension: the server may make the call a task; it is followed to its end (pushed changes, else polls)
     done = c.call_tool("count_primes", {"limit": 5_000_000}, task=True, on_task=lambda x: print(x.status))
     print(done.task_id, done.structured, [poll.instance for poll in done.trace.polls])
 """

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mrtr_client import _wire
+from mrtr_client._stream import StreamStep
 from mrtr_client.errors import AuthenticationFailed, ProtocolViolation, RetryBudgetExhausted, RoundsExceeded, RpcError
 from mrtr_client.trace import CallResult, CallTrace, Hop, Question
 from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
@@ -100,7 +101,7 @@ class Observe:
     event: Any
 
 
-Step = Send | Ask | Sleep | Observe
+Step = Send | Ask | Sleep | Observe | StreamStep
 Loop = Generator[Step, Any, CallResult]
 
 

@@ -24,7 +24,10 @@ call at once; a task is then followed by the rules here:
   before it goes on; a refusal by the server does not (a cancel would meet
   the same refusal);
 * `tasks/*` requests are idempotent, so an undelivered one is sent again
-  within the retry policy's budget.
+  within the retry policy's budget;
+* with `TaskPolicy.push` (the default) the task's changes are awaited on a
+  `subscriptions/listen` stream instead of polls, whenever the server
+  accepts one (`_push` says how a refusal or a drop falls back to polling).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from mrtr_client._loop import (
     _rpc_error,
     mrtr_loop,
 )
+from mrtr_client._push import PushFeed
 from mrtr_client.errors import (
     AuthenticationFailed,
     MrtrError,
@@ -91,6 +95,10 @@ class TaskPolicy:
     """Seconds of polling (and sleeping between polls) before `TaskWaitExceeded`; None waits for ever."""
     cancel_timeout: float = 5.0
     """Seconds the `tasks/cancel` sent on the way out of an interrupted call may take."""
+    push: bool = True
+    """Wait for changes on a `subscriptions/listen` stream (`notifications/tasks`) when the server accepts it."""
+    max_relistens: int = 3
+    """Push streams that may end early (a drop, a draining worker) before the task is only polled."""
 
 
 Exchange = Generator[Step, Any, tuple[dict[str, Any], Reply]]
@@ -203,6 +211,7 @@ class _Follower:
         self.trace = trace or CallTrace(task_id=task_id)
         self.waited = 0.0
         self.answered: set[str] = set()
+        self.push = PushFeed(task_policy.max_relistens, snapshot_from) if task_policy.push else None
 
     def follow(self, snapshot: TaskSnapshot | None, created: TaskExchange | None = None) -> Loop:
         try:
@@ -211,6 +220,8 @@ class _Follower:
             if snapshot is None:
                 snapshot = yield from self.poll()
             last, finished = yield from self._until_terminal(snapshot)
+            if self.push is not None:
+                yield from self.push.close()
         except GeneratorExit:
             raise
         except (RpcError, AuthenticationFailed, RetryBudgetExhausted):
@@ -236,6 +247,12 @@ class _Follower:
                 yield from self.note(self.exchange_record(TASKS_UPDATE, reply, None, "answered " + ", ".join(pending)))
                 snapshot = yield from self.poll()
                 continue
+            pushed = (yield from self.push.next_snapshot(self)) if self.push is not None else None
+            if pushed is not None:
+                snapshot = pushed
+                if self.out_of_time() and not snapshot.terminal:
+                    return snapshot, False
+                continue
             delay = self._interval(snapshot)
             max_wait = self.task_policy.max_wait
             if max_wait is not None and self.waited + delay > max_wait:
@@ -244,6 +261,10 @@ class _Follower:
             self.waited += delay
             snapshot = yield from self.poll()
         return snapshot, True
+
+    def out_of_time(self) -> bool:
+        max_wait = self.task_policy.max_wait
+        return max_wait is not None and self.waited > max_wait
 
     def _interval(self, snapshot: TaskSnapshot) -> float:
         tp = self.task_policy

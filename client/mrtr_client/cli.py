@@ -30,7 +30,6 @@ from mrtr_protocol.tasks import (
     COMPUTE_META_KEY,
     SUBSCRIPTIONS_LISTEN,
     TASKS_CANCEL,
-    TASKS_NOTIFICATION,
     TASKS_UPDATE,
     TaskStatus,
     requires_tasks,
@@ -155,7 +154,7 @@ def _print_trace(done: CallResult) -> None:
     if done.task_id is not None:
         workers = ", ".join(dict.fromkeys(p.instance for p in polls if p.instance)) or "-"
         print(f"task {done.task_id}: {len(polls)} poll{'s' if len(polls) != 1 else ''} answered by {workers}")
-        pushes = [x for x in done.trace.task_exchanges if x.method == TASKS_NOTIFICATION]
+        pushes = done.trace.pushes
         if pushes:
             streams = ", ".join(dict.fromkeys(p.instance for p in pushes if p.instance)) or "-"
             print(f"task {done.task_id}: {len(pushes)} change{'s' if len(pushes) != 1 else ''} pushed by {streams}")

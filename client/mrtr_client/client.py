@@ -19,8 +19,10 @@ from typing import Any, TypeVar, cast
 
 import httpx
 
+from mrtr_client._http_stream import AsyncStreams, SyncStreams
 from mrtr_client._loop import Ask, Failure, Loop, Observe, Reply, RetryPolicy, Send, Step, new_id_source
 from mrtr_client._loop import mrtr_loop as _mrtr_loop
+from mrtr_client._stream import CloseStream, OpenStream, ReadStream
 from mrtr_client._tasks import TaskPolicy, follow_task_loop, task_call_loop, task_request_loop
 from mrtr_client.inputs import Answer, InputHandler, NoInputs
 from mrtr_client.trace import CallResult, TaskExchange, TaskSnapshot
@@ -144,21 +146,31 @@ class Client(_Calls):
         return tools
 
     def _run(self, loop: Generator[Step, Any, T], on_task: OnTask | None = None) -> T:
-        step = next(loop)
-        while True:
-            try:
+        streams = SyncStreams(self._http, self.url)  # this call's push streams, none left open after it
+        try:
+            step = next(loop)
+            while True:
                 try:
-                    value = self._perform(step, on_task)
-                except BaseException as exc:  # an interrupt or a failing handler: the loop cancels its task first
-                    step = loop.throw(exc)
-                else:
-                    step = loop.send(value)
-            except StopIteration as done:
-                return cast(T, done.value)
+                    try:
+                        value = self._perform(step, on_task, streams)
+                    except BaseException as exc:  # an interrupt or a failing handler: the loop cancels its task first
+                        step = loop.throw(exc)
+                    else:
+                        step = loop.send(value)
+                except StopIteration as done:
+                    return cast(T, done.value)
+        finally:
+            streams.close_all()
 
-    def _perform(self, step: Step, on_task: OnTask | None) -> Any:
+    def _perform(self, step: Step, on_task: OnTask | None, streams: SyncStreams) -> Any:
         if isinstance(step, Send):
             return self._post(step)
+        if isinstance(step, OpenStream):
+            return streams.open(step)
+        if isinstance(step, ReadStream):
+            return streams.read(step)
+        if isinstance(step, CloseStream):
+            return streams.close(step.stream)
         if isinstance(step, Ask):
             return {key: self._answer(key, req) for key, req in step.requests.items()}
         if isinstance(step, Observe):
@@ -244,21 +256,31 @@ class AsyncClient(_Calls):
         return tools
 
     async def _run(self, loop: Generator[Step, Any, T], on_task: OnTask | None = None) -> T:
-        step = next(loop)
-        while True:
-            try:
+        streams = AsyncStreams(self._http, self.url)  # this call's push streams, none left open after it
+        try:
+            step = next(loop)
+            while True:
                 try:
-                    value = await self._perform(step, on_task)
-                except BaseException as exc:  # CancelledError or a failing handler: the loop cancels its task first
-                    step = loop.throw(exc)
-                else:
-                    step = loop.send(value)
-            except StopIteration as done:
-                return cast(T, done.value)
+                    try:
+                        value = await self._perform(step, on_task, streams)
+                    except BaseException as exc:  # CancelledError or a failing handler: the loop cancels its task first
+                        step = loop.throw(exc)
+                    else:
+                        step = loop.send(value)
+                except StopIteration as done:
+                    return cast(T, done.value)
+        finally:
+            await streams.close_all()
 
-    async def _perform(self, step: Step, on_task: OnTask | None) -> Any:
+    async def _perform(self, step: Step, on_task: OnTask | None, streams: AsyncStreams) -> Any:
         if isinstance(step, Send):
             return await self._post(step)
+        if isinstance(step, OpenStream):
+            return await streams.open(step)
+        if isinstance(step, ReadStream):
+            return await streams.read(step)
+        if isinstance(step, CloseStream):
+            return await streams.close(step.stream)
         if isinstance(step, Ask):
             return {key: await self._answer(key, req) for key, req in step.requests.items()}
         if isinstance(step, Observe):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mrtr_protocol.tasks import TERMINAL_STATUSES
+from mrtr_protocol.tasks import TASKS_NOTIFICATION, TERMINAL_STATUSES
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,11 @@ class CallTrace:
     def polls(self) -> list[TaskExchange]:
         """The task's `tasks/get` exchanges, in order."""
         return [x for x in self.task_exchanges if x.method == "tasks/get"]
+
+    @property
+    def pushes(self) -> list[TaskExchange]:
+        """The task's changes as pushed on a `subscriptions/listen` stream (`notifications/tasks`), in order."""
+        return [x for x in self.task_exchanges if x.method == TASKS_NOTIFICATION]
 
     @property
     def instances(self) -> list[str]:

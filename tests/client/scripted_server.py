@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from mrtr_protocol.instance import WORKER_ID_HEADER
+from mrtr_protocol.tasks import SUBSCRIPTIONS_LISTEN
 
 STAMP = "2026-11-30T20:00:00Z"
 
@@ -45,6 +46,7 @@ class ScriptedServer:
         self.get_error = get_error
         self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
         self.on_get: Callable[[], None] | None = None
+        self.listens = 0
 
     @property
     def methods(self) -> list[str]:
@@ -56,6 +58,10 @@ class ScriptedServer:
     def handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         method, params = body["method"], body["params"]
+        if method == SUBSCRIPTIONS_LISTEN:  # no push here: the client falls back to polling (push: a real worker)
+            self.listens += 1
+            refused = {"code": -32601, "message": "Method not found"}
+            return httpx.Response(404, json={"jsonrpc": "2.0", "id": body["id"], "error": refused})
         self.requests.append((method, dict(request.headers), params))
         worker = {WORKER_ID_HEADER: f"w{len(self.requests)}"}
         error = {"tools/call": self.call_error, "tasks/get": self.get_error}.get(method)

@@ -28,7 +28,7 @@ def tasks_worker(start_worker: StartWorker, redis_server: RedisServer) -> Worker
 
 @pytest.fixture
 def client(tasks_worker: WorkerSpec) -> Iterator[Client]:
-    with Client(f"{tasks_worker.url}/mcp", ScriptedInputs(), task_policy=TaskPolicy(max_wait=60)) as c:
+    with Client(f"{tasks_worker.url}/mcp", ScriptedInputs(), task_policy=TaskPolicy(max_wait=60, push=False)) as c:
         yield c
 
 

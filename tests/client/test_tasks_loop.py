@@ -66,7 +66,7 @@ class Driver:
         capabilities: dict[str, Any] | None = None,
         follow: str | None = None,
     ) -> None:
-        tp = task_policy or TaskPolicy(default_poll_interval=0.5)
+        tp = task_policy or TaskPolicy(default_poll_interval=0.5, push=False)  # polling; push: test_tasks_push.py
         ids = new_id_source()
         if follow is not None:
             self.loop = follow_task_loop(follow, capabilities or {}, ids, policy or RetryPolicy(), tp)
@@ -199,7 +199,7 @@ def test_the_latest_poll_interval_wins() -> None:
 
 
 def test_the_overall_wait_is_bounded_and_the_task_is_left_running() -> None:
-    d = Driver(task_policy=TaskPolicy(max_wait=1.0))
+    d = Driver(task_policy=TaskPolicy(max_wait=1.0, push=False))
     d.answer("tools/call", created(pollIntervalMs=400))
     d.expect_sleep()
     d.answer("tasks/get", task("working", pollIntervalMs=400))
