@@ -1,8 +1,8 @@
 """Why a round ended: the vendor hint on every `input_required` result, and the names the fleet uses.
 
-A worker ends a round without a final result for one of five reasons: it asks
+A worker ends a round without a final result for one of six reasons: it asks
 the user something (`input`), or it hands the computation back with no
-questions (`admission`, `pressure`, `slice`, `drain`). The reason travels in
+questions (`admission`, `pressure`, `slice`, `drain`, `straggler`). The reason travels in
 `_meta[ROUND_META_KEY]` with the hop count and a retry hint; clients that do
 not know the key still work.
 """
@@ -25,6 +25,8 @@ class EndOfRound(StrEnum):
     PRESSURE = "pressure"
     SLICE = "slice"
     DRAIN = "drain"
+    STRAGGLER = "straggler"
+    """This instance ran the request's steps well below the rate it saw elsewhere: move on (retry at once)."""
 
 
 HAND_BACK_REASONS: tuple[EndOfRound, ...] = (
@@ -32,8 +34,9 @@ HAND_BACK_REASONS: tuple[EndOfRound, ...] = (
     EndOfRound.PRESSURE,
     EndOfRound.SLICE,
     EndOfRound.DRAIN,
+    EndOfRound.STRAGGLER,
 )
-"""The reasons a worker hands a computation back with no questions (load shedding, drain, time slice)."""
+"""The reasons a worker hands a computation back with no questions (load shedding, drain, time slice, straggler)."""
 
 COMPLETE = "complete"
 """How a trace names a round that ended with the final result."""

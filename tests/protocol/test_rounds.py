@@ -26,7 +26,7 @@ def _input_required(meta: Any = None) -> dict[str, Any]:
 
 def test_the_hand_back_reasons_are_every_reason_but_input() -> None:
     assert set(HAND_BACK_REASONS) == set(EndOfRound) - {EndOfRound.INPUT}
-    assert [reason.value for reason in EndOfRound] == ["input", "admission", "pressure", "slice", "drain"]
+    assert [reason.value for reason in EndOfRound] == ["input", "admission", "pressure", "slice", "drain", "straggler"]
 
 
 def test_only_gateway_failures_are_retryable() -> None:

@@ -10,14 +10,23 @@ import pytest
 
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
+from mrtr_worker.state_layout import Pace
 
 DEFAULT = SheddingPolicy(SheddingSettings())
 OFF = SheddingPolicy(SheddingSettings(enabled=False))
 NO_SLICE = SheddingPolicy(SheddingSettings(max_slice_ms=0))
 
 
-def boundary(slice_ms: float = 0, *, hops: int = 0, waiting: int = 0, draining: bool = False) -> Boundary:
-    return Boundary(slice_ms=slice_ms, hops=hops, waiting=waiting, draining=draining)
+def boundary(
+    slice_ms: float = 0,
+    *,
+    hops: int = 0,
+    waiting: int = 0,
+    draining: bool = False,
+    steps: int = 0,
+    pace: Pace | None = None,
+) -> Boundary:
+    return Boundary(slice_ms=slice_ms, hops=hops, waiting=waiting, draining=draining, steps=steps, pace=pace)
 
 
 @pytest.mark.parametrize(
@@ -106,3 +115,133 @@ def test_custom_slices() -> None:
     assert policy.at_boundary(boundary(10, waiting=1)) == EndOfRound.PRESSURE
     assert policy.at_boundary(boundary(49)) is None
     assert policy.at_boundary(boundary(50)) == EndOfRound.SLICE
+
+
+# Straggler moves. Defaults: ratio 0.5, measured after 500 ms, budget 2 moves per request.
+SEEN_10 = Pace(rate=10.0, samples=2)
+"""A request that ran at 10 steps/s on earlier instances."""
+STRAGGLER_OFF = SheddingPolicy(SheddingSettings(straggler_ratio=0))
+
+STRAGGLERS = {
+    # 5 steps in 1000 ms is exactly half of 10/s: not below the ratio
+    "half the rate": (DEFAULT, boundary(1000, steps=5, pace=SEEN_10), None),
+    "under half the rate": (DEFAULT, boundary(1000, steps=4, pace=SEEN_10), EndOfRound.STRAGGLER),
+    "a quarter of the rate": (DEFAULT, boundary(800, steps=2, pace=SEEN_10), EndOfRound.STRAGGLER),
+    "faster than before": (DEFAULT, boundary(1000, steps=30, pace=SEEN_10), None),
+    # measured slice: too short, or no step finished here yet
+    "slow, before the measured slice": (DEFAULT, boundary(499, steps=1, pace=SEEN_10), None),
+    "no step here yet": (DEFAULT, boundary(1500, steps=0, pace=SEEN_10), None),
+    # nothing to compare with
+    "no pace carried": (DEFAULT, boundary(1000, steps=1), None),
+    "pace with no sample": (DEFAULT, boundary(1000, steps=1, pace=Pace(rate=0, samples=0)), None),
+    # budget: two moves per request, then it stays (and ages as usual)
+    "one move made": (DEFAULT, boundary(1000, steps=1, pace=Pace(10, 3, moves=1)), EndOfRound.STRAGGLER),
+    "budget spent": (DEFAULT, boundary(1000, steps=1, pace=Pace(10, 3, moves=2)), None),
+    "budget spent, slice": (DEFAULT, boundary(2000, steps=1, pace=Pace(10, 3, moves=2)), EndOfRound.SLICE),
+    # priority pins a request against shedding, not to a straggler
+    "prioritized, slow": (DEFAULT, boundary(1000, hops=4, steps=1, pace=SEEN_10), EndOfRound.STRAGGLER),
+    "prioritized, budget spent": (DEFAULT, boundary(1000, hops=9, steps=1, pace=Pace(10, 3, moves=2)), None),
+    # a drain still comes first; straggling comes before pressure (it does not age the request)
+    "drain over straggler": (DEFAULT, boundary(1000, steps=1, pace=SEEN_10, draining=True), EndOfRound.DRAIN),
+    "straggler over pressure": (DEFAULT, boundary(1000, steps=1, waiting=2, pace=SEEN_10), EndOfRound.STRAGGLER),
+    "straggler over slice": (DEFAULT, boundary(2000, steps=1, pace=SEEN_10), EndOfRound.STRAGGLER),
+    # off: by its own setting, or with shedding
+    "straggler rule off": (STRAGGLER_OFF, boundary(1000, steps=1, pace=SEEN_10), None),
+    "straggler rule off, slice": (STRAGGLER_OFF, boundary(2000, steps=1, pace=SEEN_10), EndOfRound.SLICE),
+    "shedding off": (OFF, boundary(1000, steps=1, pace=SEEN_10), None),
+}
+
+
+@pytest.mark.parametrize(("policy", "at", "expected"), STRAGGLERS.values(), ids=STRAGGLERS.keys())
+def test_straggler_boundary(policy: SheddingPolicy, at: Boundary, expected: EndOfRound | None) -> None:
+    assert policy.at_boundary(at) == expected
+
+
+def test_a_straggler_move_is_retried_at_once() -> None:
+    assert DEFAULT.retry_after_ms(EndOfRound.STRAGGLER, 3) == 0
+
+
+MEASURED = {
+    "first slice": (None, 4, 1000, EndOfRound.SLICE, Pace(4.0, 1, 0)),
+    "weighted half and half": (Pace(10.0, 1), 2, 1000, EndOfRound.SLICE, Pace(6.0, 2, 0)),
+    "a straggler move is counted": (Pace(10.0, 3, 1), 1, 1000, EndOfRound.STRAGGLER, Pace(5.5, 4, 2)),
+    "a first slice that moved": (None, 1, 1000, EndOfRound.STRAGGLER, Pace(1.0, 1, 1)),
+    "nothing ran: unchanged": (Pace(10.0, 3, 1), 0, 0, EndOfRound.ADMISSION, Pace(10.0, 3, 1)),
+    "nothing ran, no pace": (None, 0, 300, EndOfRound.DRAIN, None),
+    "a pace with no sample yet": (Pace(0.0, 0, 1), 3, 1000, EndOfRound.PRESSURE, Pace(3.0, 1, 1)),
+}
+
+
+@pytest.mark.parametrize(("before", "steps", "slice_ms", "reason", "after"), MEASURED.values(), ids=MEASURED.keys())
+def test_pace_after_a_round(
+    before: Pace | None, steps: int, slice_ms: float, reason: EndOfRound, after: Pace | None
+) -> None:
+    assert SheddingPolicy.measured(before, steps, slice_ms, reason) == after
+
+
+def journey(policy: SheddingPolicy, step_ms: list[float], steps: int) -> list[EndOfRound | None]:
+    """A computation of `steps` steps, one round per instance of `step_ms` (cycled): how each round ended.
+
+    Each round runs on an idle instance until the policy yields (None: it completed there).
+    """
+    pace: Pace | None = None
+    hops = moves = 0
+    ends: list[EndOfRound | None] = []
+    while steps:
+        ms = step_ms[len(ends) % len(step_ms)]
+        here = 0
+        reason = None
+        while steps:
+            reason = policy.at_boundary(boundary(here * ms, hops=hops - moves, steps=here, pace=pace))
+            if reason is not None:
+                break
+            here, steps = here + 1, steps - 1
+        ends.append(reason)
+        if reason is None:
+            break
+        pace = policy.measured(pace, here, here * ms, reason)
+        hops += 1
+        moves = pace.moves if pace is not None else 0
+        assert len(ends) < 100, f"bouncing: {ends}"
+    return ends
+
+
+SLICE, STRAGGLER = EndOfRound.SLICE, EndOfRound.STRAGGLER
+
+
+def test_a_request_fast_everywhere_never_moves_as_a_straggler() -> None:
+    # Instances 40 % apart in speed (load, noise): time slices only.
+    ends = journey(DEFAULT, [100, 140, 100, 70], steps=200)
+    assert STRAGGLER not in ends
+    assert ends == [SLICE, SLICE, SLICE, SLICE, None]  # 4 slices age it into priority; then it runs to the end
+
+
+def test_a_request_leaves_a_quarter_speed_instance_after_one_measured_slice() -> None:
+    ends = journey(DEFAULT, [100, 400, 100], steps=60)
+    assert ends[:2] == [SLICE, STRAGGLER]  # 2 steps of 400 ms measured, then handed on
+    assert ends[-1] is None
+
+
+def test_a_request_on_slow_instances_only_does_not_bounce_forever() -> None:
+    # Measured fast once, then every instance is slow: two moves (the budget), then it stays and finishes.
+    ends = journey(DEFAULT, [100, 400], steps=200)
+    assert ends.count(STRAGGLER) == 2
+    assert ends[-1] is None
+    assert len(ends) <= 1 + 2 + DEFAULT.settings.priority_after_hops + 1
+
+
+def test_straggler_moves_do_not_age_a_request_into_priority() -> None:
+    # Fast, slow, fast, slow, ...: the two moves leave the four ageing hops intact.
+    ends = journey(DEFAULT, [100, 400], steps=400)
+    assert ends.count(STRAGGLER) == 2
+    assert ends.count(SLICE) == DEFAULT.settings.priority_after_hops
+
+
+@pytest.mark.parametrize("budget", [0, 1, 2, 5])
+def test_rounds_a_request_can_take_are_bounded_by_the_budget(budget: int) -> None:
+    policy = SheddingPolicy(SheddingSettings(straggler_budget=budget))
+    ends = journey(policy, [100, 400], steps=400)
+    assert ends.count(STRAGGLER) == min(budget, 4)  # budget 5: done on a fast instance after 4 moves
+    # What a client's round cap has to allow at most: the ageing hops plus the straggler budget, then the result.
+    assert len(ends) <= policy.settings.priority_after_hops + budget + 1
+    assert ends[-1] is None

@@ -12,11 +12,17 @@ instance never meets a layout it cannot read. Version 2 also stamps
 `sealed_at` (a field version 1 does not know); every version carries fields
 it does not know forward untouched when it re-seals. A layout no instance
 reads gets a clear error asking the client to start again, never a guess.
+
+`pace` (a computation's step rate so far and its moves off stragglers, see
+`Pace`) is an optional top-level field in both formats: a state without it
+reads as no pace, and a build that predates it carries it forward as an
+unknown field, so it needed no expand/contract step of its own.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,12 +49,49 @@ class UnreadableState(MCPError):
         )
 
 
+@dataclass(frozen=True)
+class Pace:
+    """The step rate a computation saw on the instances it ran on, and how often it left a straggler.
+
+    Written by the compute engine at the end of a round; `compute.policy` compares an instance's
+    own rate with it to notice it is slow without any shared store.
+    """
+
+    rate: float
+    """Steps per second, exponentially weighted over the measured slices."""
+    samples: int
+    """Slices folded into `rate` (0: nothing measured yet)."""
+    moves: int = 0
+    """Straggler hand-backs so far: capped per request, and they do not age it towards priority."""
+
+    def wire(self) -> dict[str, Any]:
+        return {"rate": round(self.rate, 3), "n": self.samples, "moves": self.moves}
+
+    @classmethod
+    def parse(cls, raw: object) -> Pace | None:
+        """The field as read, or None if absent or not understood: a hint never makes a state unreadable."""
+        if not isinstance(raw, dict):
+            return None
+        rate, samples, moves = raw.get("rate"), raw.get("n"), raw.get("moves", 0)
+        if not isinstance(rate, int | float) or isinstance(rate, bool) or not math.isfinite(rate) or rate < 0:
+            return None
+        if type(samples) is not int or type(moves) is not int or samples < 0 or moves < 0:
+            return None
+        return cls(rate=float(rate), samples=samples, moves=moves)
+
+
 @dataclass
 class Trace:
     """Rounds this request has ended so far and the instances that served them."""
 
     hops: int = 0
     visited: list[list[Any]] = field(default_factory=list)
+    pace: Pace | None = None
+
+    @property
+    def fair_hops(self) -> int:
+        """Hops that age the request towards priority: moves off a straggler were for its own good."""
+        return max(0, self.hops - (self.pace.moves if self.pace is not None else 0))
 
     def record(self, instance_id: str, version: int) -> None:
         self.hops += 1
@@ -84,6 +127,8 @@ class StateLayout:
 
     def encode(self, data: Mapping[str, Any], trace: Trace, extra: Mapping[str, Any]) -> str:
         doc: dict[str, Any] = dict(extra)
+        if trace.pace is not None:
+            doc["pace"] = trace.pace.wire()
         if self.version >= 2:
             doc["sealed_at"] = round(time.time(), 3)
         if self.write_format == 1:
@@ -116,4 +161,5 @@ class StateLayout:
             raise UnreadableState("malformed plaintext") from None
         if not isinstance(data, dict) or not isinstance(hops, int) or not isinstance(visited, list):
             raise UnreadableState("malformed plaintext")
-        return Decoded(fmt, data, Trace(hops=hops, visited=visited), doc)
+        pace = Pace.parse(doc.pop("pace", None))
+        return Decoded(fmt, data, Trace(hops=hops, visited=visited, pace=pace), doc)

@@ -139,7 +139,7 @@ class Engine:
         if self._lifecycle.draining and rnd.can_hand_back:
             return self._hand_back(rnd, state, steps, EndOfRound.DRAIN)
         if not self._slots.try_acquire():
-            if rnd.can_hand_back and not self.policy.prioritized(rnd.trace.hops):
+            if rnd.can_hand_back and not self.policy.prioritized(rnd.trace.fair_hops):
                 return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
             await self._slots.acquire()
         self._metrics.computations.inc()
@@ -156,30 +156,40 @@ class Engine:
         assert executor is not None, "engine not started"
         loop = asyncio.get_running_loop()
         started = self._clock()
+        here = 0  # steps in this slice: the pace this instance keeps
         steps_counter = self._metrics.compute_steps.labels(tool=computation.name)
         while not computation.done(state):
             question = computation.question(state)
             if question is not None:
                 if allows(rnd.capabilities, Need.FORM):
+                    self._carry_pace(rnd, here, started, EndOfRound.INPUT)
                     return rnd.ask({question.key: question.request}, self._data(state, steps, question=question.key))
                 state = question.apply(state, None)  # cannot ask: proceed as if declined
                 continue
             boundary = Boundary(
                 slice_ms=(self._clock() - started) * 1000,
-                hops=rnd.trace.hops,
+                hops=rnd.trace.fair_hops,
                 waiting=self._slots.waiting,
                 draining=self._lifecycle.draining,
+                steps=here,
+                pace=rnd.trace.pace,
             )
             reason = self.policy.at_boundary(boundary) if rnd.can_hand_back else None
             if reason is not None:
+                self._carry_pace(rnd, here, started, reason)
                 return self._hand_back(rnd, state, steps, reason)
             state = await loop.run_in_executor(executor, computation.step, state)
             steps += 1
+            here += 1
             steps_counter.inc()
         return self._complete(rnd, computation, state, steps)
 
+    def _carry_pace(self, rnd: Round, here: int, started: float, reason: EndOfRound) -> None:
+        """Fold this slice's step rate into the request's pace (sealed with the round's trace)."""
+        rnd.trace.pace = self.policy.measured(rnd.trace.pace, here, (self._clock() - started) * 1000, reason)
+
     def _hand_back(self, rnd: Round, state: State, steps: int, reason: EndOfRound) -> InputRequiredResult:
-        retry_after = self.policy.retry_after_ms(reason, rnd.trace.hops)
+        retry_after = self.policy.retry_after_ms(reason, rnd.trace.fair_hops)
         return rnd.hand_back(self._data(state, steps), reason, retry_after_ms=retry_after)
 
     @staticmethod

@@ -11,8 +11,17 @@ than the step in progress (and a drain takes at most one step):
   (0 turns it off), which bounds the work lost if this instance dies;
 * drain: every computation yields at its next boundary;
 * fairness: a request already handed back `priority_after_hops` times is
-  not shed again (except by a drain): it waits for a slot here instead, so
-  no request starves and clients with a round cap still finish.
+  not shed again (except by a drain or a straggler move): it waits for a
+  slot here instead, so no request starves and clients with a round cap
+  still finish;
+* straggler: the sealed state carries the step rate the computation saw on
+  earlier instances (`Pace`); an instance that, after a measured slice,
+  steps it at under `straggler_ratio` of that rate hands it on, prioritized
+  or not. Such a move is for the request's own good, so it does not age it
+  towards priority; the server cannot see the client's round cap, so the
+  moves are bounded per request by `straggler_budget`, carried in the state
+  (with the SDK client's default cap of 10 rounds, 4 ageing hops and 2
+  moves leave 4 rounds for questions and drains).
 """
 
 from __future__ import annotations
@@ -20,6 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mrtr_protocol.rounds import EndOfRound
+from mrtr_worker.state_layout import Pace
+
+PACE_WEIGHT = 0.5
+"""Weight of the newest slice in a request's step rate: two or three instances make the reference."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,12 @@ class SheddingSettings:
     priority_after_hops: int = 4
     retry_after_base_ms: int = 25
     retry_after_cap_ms: int = 500
+    straggler_ratio: float = 0.5
+    """Hand a computation on when it steps here under this fraction of the rate it saw elsewhere; 0 turns it off."""
+    straggler_min_slice_ms: int = 500
+    """Measured time here before rates are compared, so one slow step (noise) does not bounce a call."""
+    straggler_budget: int = 2
+    """Straggler moves per request: what they can add to the client's rounds is bounded."""
 
 
 @dataclass(frozen=True)
@@ -40,8 +59,13 @@ class Boundary:
 
     slice_ms: float
     hops: int
+    """Hops that age the request towards priority (`Trace.fair_hops`)."""
     waiting: int
     draining: bool
+    steps: int = 0
+    """Steps run in this slice, here."""
+    pace: Pace | None = None
+    """The rate the request saw before this round, if it carries one."""
 
 
 class SheddingPolicy:
@@ -56,6 +80,8 @@ class SheddingPolicy:
         """The reason to yield at this boundary, or None to run the next step."""
         if b.draining:
             return EndOfRound.DRAIN
+        if self.straggling(b):
+            return EndOfRound.STRAGGLER
         if self.prioritized(b.hops):
             return None
         s = self.settings
@@ -64,6 +90,27 @@ class SheddingPolicy:
         if s.max_slice_ms and b.slice_ms >= s.max_slice_ms:
             return EndOfRound.SLICE
         return None
+
+    def straggling(self, b: Boundary) -> bool:
+        """Whether this instance has run the request clearly slower than its earlier instances did."""
+        s, pace = self.settings, b.pace
+        if not s.enabled or s.straggler_ratio <= 0 or pace is None or pace.samples == 0:
+            return False
+        if pace.moves >= s.straggler_budget or b.steps == 0 or b.slice_ms < s.straggler_min_slice_ms:
+            return False
+        return b.steps * 1000 / b.slice_ms < s.straggler_ratio * pace.rate
+
+    @staticmethod
+    def measured(pace: Pace | None, steps: int, slice_ms: float, reason: EndOfRound | None) -> Pace | None:
+        """The pace to carry on after a round that ran `steps` here in `slice_ms` and ended for `reason`."""
+        if steps == 0 or slice_ms <= 0:
+            return pace  # nothing measured (a straggler move always follows measured steps)
+        rate = steps * 1000 / slice_ms
+        if pace is None:
+            return Pace(rate=rate, samples=1, moves=int(reason is EndOfRound.STRAGGLER))
+        if pace.samples:
+            rate = PACE_WEIGHT * rate + (1 - PACE_WEIGHT) * pace.rate
+        return Pace(rate=rate, samples=pace.samples + 1, moves=pace.moves + (reason is EndOfRound.STRAGGLER))
 
     def retry_after_ms(self, reason: EndOfRound, hops: int) -> int:
         """The `_meta` retry hint: at once after a yield, growing backoff when admission is refused."""
