@@ -15,6 +15,7 @@ from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.observe import ObserveRequests
 from mrtr_worker.packs import PackEnv, Register
 from mrtr_worker.prompt_guard import PromptGuard
+from mrtr_worker.replay_guard import ReplayGuard, SingleUseTools, SpentStates
 from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.tasks.extension import TasksExtension
@@ -73,7 +74,14 @@ def build_mcp_server(
     server.middleware.append(PromptGuard(server))
     if push is not None:
         server.middleware.append(push)  # a listen naming taskIds; every other listen reaches the SDK's handler
-    env = PackEnv(identity=identity, engine=engine, tasks=task_tools, vault=vault)
+    # Innermost as well: a single-use tool's state is spent in the shared Redis before the tool runs.
+    single_use = SingleUseTools()
+    store = None if tasks is None else tasks.store.client
+    spent = (
+        None if store is None else SpentStates(store, prefix=settings.redis_prefix, instance_id=identity.instance_id)
+    )
+    server.middleware.append(ReplayGuard(single_use, spent, ttl_seconds=settings.state_ttl_seconds))
+    env = PackEnv(identity=identity, engine=engine, tasks=task_tools, vault=vault, single_use=single_use)
     for pack in settings.tool_packs:
         _load_pack(pack)(server, env)
     return server

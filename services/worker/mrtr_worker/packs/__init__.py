@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 
+from mrtr_worker.replay_guard import SingleUseTools
 from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.tasks.offer import TaskTools
 
@@ -26,6 +27,8 @@ class PackEnv:
     """Where a pack declares which tools may become tasks (see `mrtr_worker.tasks.offer`)."""
     vault: VaultDesk | None = None
     """The vault flows in Redis and the fleet's public URL (`connect_vault`); None without Redis."""
+    single_use: SingleUseTools = field(default_factory=SingleUseTools)
+    """Where a pack declares the tools whose states are accepted at most once (`mrtr_worker.replay_guard`)."""
 
 
 Register = Callable[[MCPServer, PackEnv], None]

@@ -157,6 +157,7 @@ REPORT_REQUEST = inputs.form(
 def _register_composition(server: MCPServer, env: PackEnv) -> None:
     identity, tools = env.identity, env.tasks
     tools.declare("prime_report", TaskSupport.REQUIRED)
+    env.single_use.declare("prime_report")  # its answered round creates a task: a replay would create another
 
     @server.tool(description="Asks who a prime report is for (an MRTR round), then counts as a task.")
     async def prime_report(ctx: Context) -> CallToolResult | InputRequiredResult:
