@@ -25,6 +25,10 @@ from mrtr_ops.local.redis import REDIS_URL_VARIABLE, RedisServer
 from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.keyring import new_ring
 
+PUBLIC_URL_VARIABLE = "MRTR_WORKER_PUBLIC_URL"
+PROXIED_PATHS = "/mcp,/vault/connect,/vault/sign-in"
+"""What the proxy forwards: MCP, and the vault page that URL-mode elicitation sends users to (any worker serves it)."""
+
 DEFAULT_PACKS = ("demo", "compute", "conformance")
 """The development cluster serves the conformance fixtures too, so any MCP harness can be pointed at it."""
 
@@ -261,7 +265,8 @@ class LocalCluster:
 
     def _start_worker(self, version: int, extra_env: dict[str, str] | None = None) -> WorkerHandle:
         store = {} if self.redis is None else {REDIS_URL_VARIABLE: self.redis.url}
-        env = {**store, **self.config.worker_env, **(extra_env or {})}
+        public = {PUBLIC_URL_VARIABLE: self.url}  # the vault page's links point at the proxy, like /mcp
+        env = {**store, **public, **self.config.worker_env, **(extra_env or {})}
         spec = WorkerSpec(
             instance_id=f"w{next(self._numbers)}",
             port=free_port(),
@@ -294,6 +299,7 @@ class LocalCluster:
             "MRTR_LB_HOST": LOOPBACK,
             "MRTR_LB_PORT": str(self.port),
             "MRTR_LB_BACKENDS": ",".join(backends),
+            "MRTR_LB_PROXY_PATHS": PROXIED_PATHS,
             "PYTHONUNBUFFERED": "1",
             **self.config.lb_env,
         }

@@ -1,7 +1,7 @@
 """The vault's HTML: server-rendered, no script, every dynamic value escaped.
 
 Each page is a plain form or a message. The security headers forbid scripts,
-framing and referrers (the flow id is in the URL) and ask browsers not to store the page.
+framing and referrers to other sites (the flow id is in the URL) and ask browsers not to store the page.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ SECURITY_HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make browsers send `Origin: null` on our own forms
     "Cache-Control": "no-store",
 }
 
