@@ -2,8 +2,9 @@
 
 About 60 s of load on a local cluster of three workers (each behind a cable
 that can be cut): kill -9 and restart, pause and resume, cut and restore,
-drain and replace, in a seeded order. Then the report's figures, and the
-evidence that each fault really happened.
+drain and replace, and a restart of Redis under the tasks in flight, in a
+seeded order. Then the report's figures, and the evidence that each fault
+really happened.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # a bounded chaos run: a cluster and Locust
 
-KINDS = {"kill9", "pause", "cut", "drain"}
+KINDS = {"kill9", "pause", "cut", "drain", "redis"}
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +125,13 @@ def test_the_figures_are_in_the_report(
         assert f"| {row['kind']} | {row['victim']} |" in text
     assert (out / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "plan.json").read_text())
+
+
+def test_redis_restarted_under_the_tasks_in_flight_and_none_was_lost(summary: dict[str, Any]) -> None:
+    redis = _fault(summary, "redis")
+    evidence = redis["evidence"]
+    assert evidence["old_pid_gone"]
+    assert evidence["new_pid"] not in (None, evidence["old_pid"])
+    assert redis["recovered_at_s"] is not None, "every worker saw the task store again"
+    assert summary["tasks_created"] > 0
+    assert summary["tasks_lost"] == 0

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from mrtr_locust.limits import P95_OPTIONS, env_var
-from mrtr_ops.chaos.plan import HOLD_SECONDS, KINDS, choose_victim, plan
-from mrtr_ops.chaos.report import fault_figures, fault_problems, same_worker, verdict
+from mrtr_ops.chaos.plan import FLEET_WIDE, HOLD_SECONDS, KINDS, choose_victim, plan
+from mrtr_ops.chaos.report import RunInputs, fault_figures, fault_problems, markdown, same_worker, summarize, verdict
 from mrtr_ops.loadrun import RELAXED_P95
 from mrtr_ops.walkthrough.report import task_figures
 
@@ -106,6 +106,55 @@ def test_a_fault_without_its_evidence_is_a_problem() -> None:
     kill = {**_pause({"old_pid": 7, "old_pid_gone": False, "new_pid": 7, "served_after_restart": 0}), "kind": "kill9"}
     problems = fault_problems(fault_figures(kill, [], t0=90.0))
     assert len(problems) == 3
+
+
+def _redis(evidence: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **_pause(evidence),
+        "kind": "redis",
+        "victim": "store",
+        "hold_s": 0.0,
+        "undone": 100.4,
+        "recovered": 101.0,
+        "left_rotation": None,
+    }
+
+
+def _task_call(start: float, end: float, final: str | None, ok: bool = True) -> dict[str, Any]:
+    event = _event(start, [("w1", "complete", (end - start) * 1000)], ok=ok)
+    return {**event, "task": {"id": "t", "statuses": [], "final": final, "workers": []}}
+
+
+def test_a_redis_restart_counts_the_tasks_that_went_on_through_it_and_needs_a_new_process() -> None:
+    evidence = {"old_pid": 7, "old_pid_gone": True, "new_pid": 8, "down_s": 0.4}
+    events = [
+        _task_call(99.0, 103.0, "completed"),  # in flight across the restart, completed
+        _task_call(99.5, 104.0, "completed", ok=False),  # across it, but the call failed: not counted
+        _task_call(100.2, 102.0, "completed"),  # started during the restart
+        _task_call(95.0, 99.0, "completed"),  # over before it
+        _event(99.0, [("w2", "complete", 4000.0)]),  # an MRTR call, not a task
+    ]
+    row = fault_figures(_redis(evidence), events, t0=90.0)
+    assert row["tasks_across"] == 1
+    assert fault_problems(row) == []
+    summary = summarize(RunInputs(events, [_redis(evidence)], ["redis"], {}, 90.0, 110.0, 0, seed=1))
+    assert summary["fault_kinds_done"] == ["redis"]
+    assert "| redis | store |" in markdown(summary)
+    assert "started again as 8 after 0.4 s, 1 tasks in flight across it completed" in markdown(summary)
+
+    stale = fault_figures(_redis({**evidence, "old_pid_gone": False, "new_pid": 7}), events, t0=90.0)
+    assert fault_problems(stale) == [
+        "redis store: the stopped Redis process 7 is still there",
+        "redis store: no new Redis process after the restart",
+    ]
+    unseen = fault_figures({**_redis(evidence), "recovered": None}, events, t0=90.0)
+    assert fault_problems(unseen) == ["redis store: the workers never reported the task store reachable again"]
+
+
+def test_the_redis_fault_has_no_victim_worker_and_no_hold() -> None:
+    assert "redis" in FLEET_WIDE
+    assert HOLD_SECONDS["redis"] == (0.0, 0.0)
+    assert all(kind in KINDS for kind in FLEET_WIDE)
 
 
 def test_the_verdict_wants_zero_failures_and_every_planned_kind() -> None:

@@ -1,9 +1,10 @@
 """A fleet that faults can be done to: the `Fleet` of the rolling upgrade plus the chaos run's actions.
 
 Every action returns once it has been done (a killed worker is gone, a
-restarted one is back in the proxy's rotation); the chaos run times the rest
-itself. The local implementation acts on processes and their cables, the
-compose one (`compose_chaos.py`) on containers through the Docker SDK.
+restarted one is back in the proxy's rotation, a restarted Redis answers);
+the chaos run times the rest itself. The local implementation acts on
+processes and their cables, the compose one (`compose/chaos.py`) on
+containers through the Docker SDK.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Protocol
 
 from mrtr_ops.fleet import Fleet, LocalFleet
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.local.redis import RedisServer
 
 
 class ChaosFleet(Fleet, Protocol):
@@ -47,6 +49,15 @@ class ChaosFleet(Fleet, Protocol):
 
     def restore(self, instance_id: str) -> None:
         """Put it back on the network; returns once the proxy could reach it again (not waiting for rotation)."""
+        ...
+
+    def store_pid(self) -> int | None:
+        """The task store's (Redis's) process id on this host, None while it is not running."""
+        ...
+
+    def restart_store(self) -> None:
+        """Stop Redis (SIGTERM: its append-only file is written out) and start it on the same data;
+        returns once it answers again."""
         ...
 
 
@@ -85,6 +96,18 @@ class LocalChaosFleet(LocalFleet):
 
     def restore(self, instance_id: str) -> None:
         self._local.restore_worker(instance_id)
+
+    def store_pid(self) -> int | None:
+        redis = self._store()
+        return redis.pid if redis.running else None
+
+    def restart_store(self) -> None:
+        self._store().restart()
+
+    def _store(self) -> RedisServer:
+        if self._local.redis is None:
+            raise RuntimeError("this cluster runs no task store (ClusterConfig.redis is off)")
+        return self._local.redis
 
 
 def pid_alive(pid: int) -> bool:

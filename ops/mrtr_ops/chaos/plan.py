@@ -15,13 +15,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-KINDS = ("kill9", "pause", "cut", "drain")
+KINDS = ("kill9", "pause", "cut", "drain", "redis")
 """kill9: SIGKILL, then a restart under the same identity. pause: SIGSTOP (compose: docker pause), then resume.
-cut: off the network, then back. drain: the operator's drain, then a replacement worker so capacity returns."""
+cut: off the network, then back. drain: the operator's drain, then a replacement worker so capacity returns.
+redis: the task store restarted (SIGTERM, which writes its append-only file out, then started on the same data);
+no worker is the victim: every task in flight must go on from its last checkpoint."""
 
-HOLD_SECONDS = {"kill9": (1.0, 3.0), "pause": (5.0, 8.0), "cut": (5.0, 8.0), "drain": (0.0, 0.0)}
+HOLD_SECONDS = {"kill9": (1.0, 3.0), "pause": (5.0, 8.0), "cut": (5.0, 8.0), "drain": (0.0, 0.0), "redis": (0.0, 0.0)}
 """How long each kind lasts before it is undone: a killed worker stays down a moment; a pause or a cut lasts
-longer than the proxy takes to give up on a silent worker (two failed probes, about 3 s), so that happens."""
+longer than the proxy takes to give up on a silent worker (two failed probes, about 3 s), so that happens;
+Redis is down only as long as its restart takes (an outage with task calls refused is `test_tasks_fleet`'s)."""
+
+FLEET_WIDE = frozenset({"redis"})
+"""Kinds that strike the fleet's one shared part, not a worker: they have no victim to choose."""
 
 PERIOD_SECONDS = 15.0
 """Room for one fault: its hold, its recovery (a restart takes a few seconds), and calm before the next."""

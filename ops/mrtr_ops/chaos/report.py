@@ -23,7 +23,7 @@ from mrtr_ops.walkthrough.report import Inputs as PlotInputs
 from mrtr_ops.walkthrough.report import count_rounds, task_figures, task_problems, task_rows
 from mrtr_ops.walkthrough.report import plot as plot_timeline
 
-UNDO_NAMES = {"kill9": "restart", "pause": "resume", "cut": "restore"}
+UNDO_NAMES = {"kill9": "restart", "pause": "resume", "cut": "restore", "redis": "started again"}
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,16 @@ def fault_figures(fault: dict[str, Any], events: list[dict[str, Any]], t0: float
         "wrong_in_window": sum(1 for e in overlapping if e["wrong"]),
         "max_latency_ms_in_window": round(max(((e["end"] - e["start"]) * 1000 for e in overlapping), default=0.0)),
         "drain_hand_backs_seen_by_clients": drained if fault["kind"] == "drain" else None,
+        "tasks_across": _tasks_across(events, start, float(undone or start)) if fault["kind"] == "redis" else None,
         "evidence": fault["evidence"],
         "error": fault.get("error"),
     }
+
+
+def _tasks_across(events: list[dict[str, Any]], started: float, undone: float) -> int:
+    """Tasks created before the fault and completed, right, after it was undone: they went on through it."""
+    across = [e for e in events if e.get("task") and e["start"] < started and e["end"] > undone]
+    return sum(1 for e in across if e["ok"] and e["task"]["final"] == "completed")
 
 
 def fault_problems(row: dict[str, Any]) -> list[str]:
@@ -136,7 +143,14 @@ def fault_problems(row: dict[str, Any]) -> list[str]:
             problems.append(f"{name}: the proxy never took it out of rotation")
         if not evidence.get("same_process"):
             problems.append(f"{name}: it came back as another process")
-    if row["kind"] != "drain" and row["recovered_at_s"] is None:
+    if row["kind"] == "redis":
+        if not evidence.get("old_pid_gone"):
+            problems.append(f"{name}: the stopped Redis process {evidence.get('old_pid')} is still there")
+        if evidence.get("new_pid") in (None, evidence.get("old_pid")):
+            problems.append(f"{name}: no new Redis process after the restart")
+        if row["recovered_at_s"] is None:
+            problems.append(f"{name}: the workers never reported the task store reachable again")
+    elif row["kind"] != "drain" and row["recovered_at_s"] is None:
         problems.append(f"{name}: never back in rotation")
     if row["kind"] == "drain" and not (evidence.get("exited") and evidence.get("replacement")):
         problems.append(f"{name}: the drained worker did not exit, or no replacement joined")
@@ -293,6 +307,12 @@ def _evidence(row: dict[str, Any]) -> str:
         )
     if row["kind"] in ("pause", "cut"):
         return f"same process {e.get('pid')}" if e.get("same_process") else "ANOTHER PROCESS"
+    if row["kind"] == "redis":
+        return (
+            f"pid {e.get('old_pid')} {'gone' if e.get('old_pid_gone') else 'STILL THERE'}, "
+            f"started again as {e.get('new_pid')} after {e.get('down_s')} s, "
+            f"{row['tasks_across']} tasks in flight across it completed"
+        )
     return (
         f"exited after {e.get('drain_s')} s, replaced by {e.get('replacement')}, "
         f"{row['drain_hand_backs_seen_by_clients']} drain hand-backs"

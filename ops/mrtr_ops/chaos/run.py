@@ -2,9 +2,9 @@
 
 While the Locust suite drives the cluster, a seeded schedule (`plan.py`)
 kills a worker with SIGKILL and restarts it, pauses one and resumes it, cuts
-one off the network and puts it back, and drains one and starts a
-replacement; one fault at a time, each victim drawn among the workers
-serving requests at that moment. The report (`report.py`) counts
+one off the network and puts it back, drains one and starts a replacement,
+and restarts Redis (the task store) under the tasks in flight; one fault at
+a time, each victim drawn among the workers serving requests at that moment. The report (`report.py`) counts
 requests, failures within the client's retry budget and wrong answers (both
 must be 0), hand-backs, and per fault what the proxy and the clients saw.
 Exit 0 only if every fault happened and nothing failed or was wrong.
@@ -21,10 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import httpx
+
 from mrtr_ops.chaos.fleet import ChaosFleet, pid_alive
-from mrtr_ops.chaos.plan import PlannedFault, choose_victim, plan
+from mrtr_ops.chaos.plan import FLEET_WIDE, PlannedFault, choose_victim, plan
 from mrtr_ops.chaos.report import RunInputs, write_report
 from mrtr_ops.chaos.watch import HandBackMeter, lb_errors, metric_total
+from mrtr_ops.fleet import FleetWorker
 from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.loadrun import RELAXED_P95, start_locust, stop_locust, wait_for_traffic
 from mrtr_ops.waiting import wait_until
@@ -45,6 +48,8 @@ EXTRA_SECONDS = 120
 machine, but never longer than `--duration` + this: Locust's own `--run-time`."""
 READY_SECONDS = 90.0
 """A worker start on a machine busy with other work can take tens of seconds; the run waits, it does not fail."""
+STORE = "store"
+"""The victim named in a fleet-wide fault's record: the task store."""
 VICTIM_WAIT_SECONDS = 3.0
 """How long to look for a worker with requests in flight before taking any."""
 
@@ -97,7 +102,7 @@ class ChaosRun:
         action = self.FAULTS[planned.kind]
         errors_before = lb_errors(self._lb)
         self._meter.scrape_now()  # keep what every worker counted so far, whatever happens to the victim
-        victim, backend, in_flight, computing = self._victim()
+        victim, backend, in_flight, computing = self._fleet_wide() if planned.kind in FLEET_WIDE else self._victim()
         record = FaultRecord(planned.kind, victim, planned.at_s, planned.hold_s, backend, in_flight, computing)
         try:
             action(self, record)
@@ -168,11 +173,25 @@ class ChaosRun:
         record.recovered = time.time()
         record.evidence["replacement"] = replacement.instance_id
 
+    def _redis(self, record: FaultRecord) -> None:
+        """Restart the task store under load: tasks in flight go on from their checkpoints, nothing else notices."""
+        fleet = self._fleet
+        pid = fleet.store_pid()
+        record.evidence["old_pid"] = pid
+        record.started = time.time()
+        fleet.restart_store()
+        record.undone = time.time()
+        record.evidence["down_s"] = round(record.undone - record.started, 2)
+        record.evidence["new_pid"] = fleet.store_pid()
+        record.evidence["old_pid_gone"] = pid is not None and not pid_alive(pid)
+        record.recovered = self._wait_store_seen(RECOVERY_SECONDS)
+
     FAULTS: ClassVar[dict[str, Callable[[ChaosRun, FaultRecord], None]]] = {
         "kill9": _kill9,
         "pause": _pause,
         "cut": _cut,
         "drain": _drain,
+        "redis": _redis,
     }
     """Every fault kind of the schedule (`plan.KINDS`) and what does it."""
 
@@ -194,6 +213,23 @@ class ChaosRun:
         look = looks[-1]
         victim = choose_victim(self._rng, list(look.urls), computing=look.computing, in_flight=look.in_flight)
         return victim, look.urls[victim], look.in_flight.get(victim, 0), look.computing.get(victim, 0)
+
+    def _fleet_wide(self) -> tuple[str, str, int, int]:
+        """A fault without a victim worker: the fleet's requests in flight and computations at that moment."""
+        look = self._look()
+        return STORE, "", sum(look.in_flight.values()), sum(look.computing.values())
+
+    def _wait_store_seen(self, timeout: float) -> float | None:
+        """Until every worker's /readyz reports the task store reachable again; when, None if not within `timeout`."""
+
+        def seen() -> bool:
+            return all(_store_state(worker) == "ok" for worker in self._fleet.workers())
+
+        try:
+            wait_until(seen, timeout=timeout, interval=0.1, what="every worker to reach the task store again")
+        except TimeoutError:
+            return None
+        return time.time()
 
     def _look(self) -> FleetLook:
         workers = self._fleet.workers()
@@ -222,6 +258,16 @@ class ChaosRun:
             return wait_until(served, timeout=20, interval=0.1, what=f"{victim} to serve a request") or 0.0
         except TimeoutError:
             return 0.0
+
+
+def _store_state(worker: FleetWorker) -> str | None:
+    """What a worker's /readyz says of the task store ("ok", "unreachable"; None if it did not answer)."""
+    try:
+        body = httpx.get(f"{worker.admin_url}/readyz", timeout=2.0).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    store = body.get("tasks", {}).get("store") if isinstance(body, dict) else None
+    return str(store) if store is not None else None
 
 
 def _sleep_until(moment: float) -> None:

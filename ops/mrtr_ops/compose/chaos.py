@@ -12,6 +12,8 @@
   had (`worker`), and the proxy finds it (maybe at a new address) by DNS.
 * drain and the replacement: `ComposeFleet.drain_worker` (SIGTERM: the
   worker drains) and `start_worker` (the service scaled up by one).
+* redis: `container.restart()` of the `redis` service (SIGTERM writes its
+  append-only file out; the same volume comes back), then its health check.
 """
 
 from __future__ import annotations
@@ -96,7 +98,32 @@ class ComposeChaosFleet(ComposeFleet):
             what=f"{instance_id} to get an address",
         )
 
+    def store_pid(self) -> int | None:
+        state = self._store().attrs["State"]
+        return int(state["Pid"]) if state.get("Running") and state.get("Pid") else None
+
+    def restart_store(self) -> None:
+        """`docker restart` of the `redis` service's container: SIGTERM (its append-only file is written out),
+        then the same container and volume again; returns once its health check passes."""
+        self._store().restart(timeout=30)
+        wait_until(
+            lambda: (
+                (state := self._store().attrs["State"]).get("Running")
+                and state.get("Health", {}).get("Status", "healthy") == "healthy"
+            ),
+            timeout=DOCKER_SECONDS,
+            interval=0.1,
+            what="Redis to be healthy again",
+        )
+
     # --- helpers ---------------------------------------------------------------------------------------
+
+    def _store(self) -> Container:
+        labels = [f"com.docker.compose.project={self._project}", "com.docker.compose.service=redis"]
+        found: list[Container] = self._engine.containers.list(all=True, filters={"label": labels})
+        if not found:
+            raise RuntimeError(f"compose project {self._project!r} has no redis container")
+        return found[0]
 
     def _container(self, instance_id: str) -> Container:
         container: Container = self._engine.containers.get(instance_id)
