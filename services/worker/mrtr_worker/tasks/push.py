@@ -34,6 +34,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.server import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     Notification,
     NotificationParams,
@@ -64,6 +65,8 @@ logger = logging.getLogger(__name__)
 
 MAX_TASK_IDS = 64
 """Tasks one listen may watch; more is -32602 (a client follows one task, or a handful)."""
+MAX_STREAMS = 1024
+"""Task listens open at once on one worker (the SDK's own listen cap); more get -32603 before the ack."""
 
 
 class _TaskParams(NotificationParams):
@@ -157,6 +160,8 @@ class TaskPush:
         if task_ids is None:
             return await call_next(ctx)
         require_client_extension(ctx, EXTENSION_ID)
+        if len(self._watches) >= MAX_STREAMS:
+            raise MCPError(INTERNAL_ERROR, "Subscription limit reached on this worker; poll tasks/get or listen again")
         return await self._serve(ctx, task_ids)
 
     async def _serve(self, ctx: ServerRequestContext[Any, Any], task_ids: list[str]) -> SubscriptionsListenResult:
