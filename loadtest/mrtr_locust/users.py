@@ -44,7 +44,11 @@ def weighted(*pairs: tuple[Callable[[MrtrUser], None], int]) -> list[TaskSet | C
     return [task for task, weight in pairs for _ in range(weight)]
 
 
-VAULT_CANNOT_START = ("connect_vault is unavailable", "connect_vault needs a signed-in caller")
+VAULT_CANNOT_START = (
+    "connect_vault is unavailable",
+    "connect_vault accepts each requestState at most once",
+    "connect_vault needs a signed-in caller",
+)
 """How `connect_vault` begins its answer when it cannot start a flow (no vault store; an anonymous caller)."""
 
 

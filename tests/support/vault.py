@@ -31,7 +31,19 @@ class VaultCall:
 
     def round(self, action: str | None = None, *, state: str | None = None) -> dict[str, Any]:
         """Send one round (the first, or a retry with `action` as the URL-mode answer); returns the result."""
-        params: dict[str, Any] = {"_meta": request_meta(URL_MODE), "name": "connect_vault", "arguments": {}}
+        message = self.message(action, state=state)
+        assert "result" in message, message
+        result: dict[str, Any] = message["result"]
+        if result.get("resultType") == "input_required":
+            self.state = result["requestState"]
+        return result
+
+    def message(
+        self, action: str | None = None, *, state: str | None = None, capabilities: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Send one round and return the JSON-RPC reply as it came (a result or an error)."""
+        meta = request_meta(URL_MODE if capabilities is None else capabilities)
+        params: dict[str, Any] = {"_meta": meta, "name": "connect_vault", "arguments": {}}
         state = state or self.state
         if state is not None:
             params["requestState"] = state
@@ -42,12 +54,8 @@ class VaultCall:
             headers["Authorization"] = f"Bearer {self.token}"
         self._ids += 1
         reply = self.http.post(self.mcp_url, headers=headers, content=encode_request(self._ids, "tools/call", params))
-        message = reply.json()
-        assert "result" in message, message
-        result: dict[str, Any] = message["result"]
-        if result.get("resultType") == "input_required":
-            self.state = result["requestState"]
-        return result
+        message: dict[str, Any] = reply.json()
+        return message
 
     def close(self) -> None:
         self.http.close()

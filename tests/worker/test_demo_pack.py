@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mrtr_client import Client, RpcError, ScriptedInputs
+from mrtr_client import Client, ScriptedInputs
 from mrtr_ops.local.process import WorkerSpec
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from tests.conftest import StartWorker
@@ -98,26 +98,11 @@ def test_roots_tool_lists_the_clients_roots(client_for: Any) -> None:
 
 
 def test_the_secret_tool_without_a_vault_store_says_it_is_unavailable(client_for: Any) -> None:
-    # The URL-mode flow itself (the page, the store, the browser) is in test_vault_routes / test_vault_browser.
+    # The URL-mode flow itself (the page, the store, the browser, the capability it needs) is in
+    # test_vault_routes / test_vault_browser: with the replay guard on, it needs a worker with Redis.
     done = client_for(ScriptedInputs()).call_tool("connect_vault")
     assert done.is_error
-    assert done.text.startswith("connect_vault is unavailable: this worker has no vault store")
-
-
-def test_url_mode_is_required_for_the_secret_tool(client_for: Any) -> None:
-    with pytest.raises(RpcError) as caught:
-        client_for(ScriptedInputs(url_action=None)).call_tool("connect_vault")
-    assert caught.value.code == -32021
-    assert caught.value.data == {"requiredCapabilities": {"elicitation": {"url": {}}}}
-
-
-def test_a_single_use_tool_without_redis_is_refused_at_once(client_for: Any) -> None:
-    """`prime_report` accepts each state at most once, which needs the shared store: refused before it asks."""
-    done = client_for(ScriptedInputs()).call_tool("prime_report")
-    assert done.is_error
-    assert done.trace.questions == []
-    assert "at most once" in done.text
-    assert "MRTR_WORKER_REDIS_URL" in done.text
+    assert "MRTR_WORKER_REDIS_URL is unset" in done.text  # the vault store and the replay guard both need Redis
 
 
 def test_the_prompt_asks_first_then_returns_messages(client_for: Any) -> None:

@@ -224,4 +224,20 @@ def test_without_redis_the_tool_is_unavailable_not_broken(start_worker: StartWor
     finally:
         call.close()
     assert ended["isError"] is True
-    assert ended["content"][0]["text"].startswith("connect_vault is unavailable: this worker has no vault store")
+    assert "MRTR_WORKER_REDIS_URL is unset" in ended["content"][0]["text"]  # the vault and its replay guard need it
+
+
+def test_a_vault_state_is_accepted_once(call_as: Any) -> None:
+    call = call_as("alice")
+    url = asked_url(call.round())
+    first_state = call.state
+    assert asked_url(call.round("accept")) == url  # the state is spent here...
+    replayed = call.message("accept", state=first_state)  # ...so presenting it again is refused
+    assert replayed["error"]["code"] == -32602
+    assert replayed["error"]["data"] == {"reason": "request_state_replayed"}
+
+
+def test_url_mode_is_required(call_as: Any) -> None:
+    refused = call_as("alice").message(capabilities={"elicitation": {"form": {}}})
+    assert refused["error"]["code"] == -32021
+    assert refused["error"]["data"] == {"requiredCapabilities": {"elicitation": {"url": {}}}}

@@ -109,6 +109,8 @@ def register(server: MCPServer, env: PackEnv) -> None:
             return rnd.ask({"roots": inputs.roots()}, {})
         return _text_result(f"{len(uris)} root(s): " + ", ".join(uris), {"roots": uris, "count": len(uris)})
 
+    env.single_use.declare("connect_vault")  # at most once: a replayed state must not connect a vault twice
+
     @server.tool(description="Connect a secrets vault. The API key is entered on the vault's page (URL mode).")
     async def connect_vault(ctx: Context) -> CallToolResult | InputRequiredResult:
         rnd = Round(ctx, identity)
