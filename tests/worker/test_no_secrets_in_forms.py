@@ -20,6 +20,7 @@ import pytest
 from mrtr_client import Client, MrtrError, ScriptedInputs
 from mrtr_client.inputs import Answer
 from mrtr_ops.local.process import WorkerSpec
+from mrtr_ops.local.redis import RedisServer
 from mrtr_worker.inputs import SecretInForm, form
 from tests.conftest import StartWorker
 from tests.support.wire import McpHttp
@@ -62,8 +63,14 @@ def _arguments(input_schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def everything(start_worker: StartWorker) -> WorkerSpec:
-    return start_worker(tool_packs=("demo", "compute", "conformance"))[0]
+def everything(start_worker: StartWorker, redis_server: RedisServer) -> WorkerSpec:
+    """Every pack, with Redis: the vault, the task tools and the single-use tools are served only with it."""
+    env = {
+        "MRTR_WORKER_REDIS_URL": redis_server.url,
+        "MRTR_WORKER_REDIS_PREFIX": "forms:",
+        "MRTR_WORKER_PUBLIC_URL": "https://mrtr.example.com",
+    }
+    return start_worker(tool_packs=("demo", "compute", "conformance"), env=env)[0]
 
 
 @pytest.fixture(scope="module")
