@@ -98,18 +98,3 @@ def test_each_new_round_gets_a_new_single_use_state(clients: tuple[TaskClient, T
     assert again["resultType"] == "input_required"
     assert again["requestState"] != asked["requestState"]
     assert a.call_tool("prime_report", params=_answered(again["requestState"]))["resultType"] == "task"
-
-
-def test_without_redis_a_single_use_tool_is_refused_at_once(start_worker: StartWorker) -> None:
-    """Serving it unguarded would drop the promise; refusing only the retry would waste the user's answers."""
-    spec, _ = start_worker()
-    plain = TaskClient(spec.url)
-    try:
-        result = plain.call_tool("prime_report")
-    finally:
-        plain.close()
-    assert result.get("isError") is True, result
-    assert "inputRequests" not in result
-    text = result["content"][0]["text"]
-    assert "at most once" in text
-    assert "MRTR_WORKER_REDIS_URL" in text

@@ -105,6 +105,15 @@ def test_the_secret_tool_without_a_vault_store_says_it_is_unavailable(client_for
     assert "MRTR_WORKER_REDIS_URL is unset" in done.text  # the vault store and the replay guard both need Redis
 
 
+def test_a_single_use_tool_without_redis_is_refused_at_once(client_for: Any) -> None:
+    """`prime_report` accepts each state at most once, which needs the shared store: refused before it asks."""
+    done = client_for(ScriptedInputs()).call_tool("prime_report")
+    assert done.is_error
+    assert done.trace.questions == []
+    assert "at most once" in done.text
+    assert "MRTR_WORKER_REDIS_URL" in done.text
+
+
 def test_the_prompt_asks_first_then_returns_messages(client_for: Any) -> None:
     done = client_for(ScriptedInputs(forms={"preferred_name": {"name": "Ada"}})).get_prompt("onboarding")
     assert "Greet Ada" in done.result["messages"][0]["content"]["text"]
