@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ import pytest
 
 from mrtr_client import Client, MrtrError, ScriptedInputs
 from mrtr_client.inputs import Answer
+from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_ops.local.process import WorkerSpec
 from mrtr_ops.local.redis import RedisServer
 from mrtr_worker.inputs import SecretInForm, form
@@ -63,18 +65,26 @@ def _arguments(input_schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def everything(start_worker: StartWorker, redis_server: RedisServer) -> WorkerSpec:
-    """Every pack, with Redis: the vault, the task tools and the single-use tools are served only with it."""
+def issuer(tmp_path_factory: pytest.TempPathFactory) -> tuple[DevIssuer, Path]:
+    directory = tmp_path_factory.mktemp("issuer")
+    return DevIssuer.ensure(directory), directory / PUBLIC_KEY_NAME
+
+
+@pytest.fixture(scope="module")
+def everything(start_worker: StartWorker, redis_server: RedisServer, issuer: tuple[DevIssuer, Path]) -> WorkerSpec:
+    """Every pack, with Redis and a token issuer: the vault (signed-in callers only), the task tools and the
+    single-use tools are served only with them."""
     env = {
         "MRTR_WORKER_REDIS_URL": redis_server.url,
         "MRTR_WORKER_REDIS_PREFIX": "forms:",
         "MRTR_WORKER_PUBLIC_URL": "https://mrtr.example.com",
+        "MRTR_WORKER_JWT_PUBLIC_KEY_FILE": str(issuer[1]),
     }
     return start_worker(tool_packs=("demo", "compute", "conformance"), env=env)[0]
 
 
 @pytest.fixture(scope="module")
-def questions(everything: WorkerSpec) -> list[Mapping[str, Any]]:
+def questions(everything: WorkerSpec, issuer: tuple[DevIssuer, Path]) -> list[Mapping[str, Any]]:
     url = f"{everything.url}/mcp"
     lister = McpHttp(url)
     tools = lister.call("tools/list", {}).result["tools"]
@@ -82,7 +92,7 @@ def questions(everything: WorkerSpec) -> list[Mapping[str, Any]]:
     templates = lister.call("resources/templates/list", {}).result["resourceTemplates"]
     lister.close()
     inputs = RecordingInputs()
-    with Client(url, inputs, http=httpx.Client(timeout=60)) as client:
+    with Client(url, inputs, token=issuer[0].mint("forms"), http=httpx.Client(timeout=60)) as client:
         for tool in tools:
             # A call may refuse the generated arguments; only the questions asked matter here.
             with contextlib.suppress(MrtrError):
