@@ -54,7 +54,7 @@ class ClusterConfig:
     lb_env: dict[str, str] = field(default_factory=dict)
     cables: bool = False
     """Reach each worker through a cable the cluster can cut (`mrtr_ops.local.cable`): chaos runs."""
-    ready_timeout: float = 60.0
+    ready_timeout: float = 180.0
     """Seconds a starting worker may take to become ready (a busy machine needs more)."""
     redis: bool = True
     """Run the task store: one `redis-server` in `work_dir/redis`, its URL in every worker's environment.

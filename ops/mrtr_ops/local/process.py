@@ -63,7 +63,7 @@ class ManagedProcess:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 180.0) -> None:
         """Poll the readiness URL until it answers 200; fail early (`NotReady`) if the process exits.
 
         Raises `TimeoutError` (naming the log) if it is still not ready after `timeout` seconds.
