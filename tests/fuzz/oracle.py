@@ -13,9 +13,9 @@
   anonymous calls, so a 401 only ever answers a request that carried
   credentials (a bad token never becomes an anonymous call, nor a 5xx).
 
-A request that names a 2025-era protocol version in its header is served by
-the SDK's legacy transport (a dual-era server may do so); there only the
-JSON-RPC envelope is checked, since the 2026-07-28 schema does not apply.
+A request that names a 2025-era protocol version in its header is refused at
+the edge, whatever its body: HTTP 400 with -32022 and `data: {supported,
+requested}` (the README's policy for 2025-era clients).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from mrtr_protocol.wire import PROTOCOL_VERSION
 from tests.support.schema import check_server_message
 from tests.support.wire import parse_body
 
@@ -83,7 +84,7 @@ class Sent:
 
     @property
     def legacy(self) -> bool:
-        """A 2025-era version header: the SDK's legacy transport answers, not the 2026-07-28 one."""
+        """A 2025-era version header: the worker refuses it with -32022 before reading the body."""
         return self.header("mcp-protocol-version") in HANDSHAKE_PROTOCOL_VERSIONS
 
 
@@ -133,13 +134,22 @@ def judge(sent: Sent, response: httpx.Response) -> Verdict:
         return Verdict(response.status_code, "transport", {})
     message = parse_body(response)
     if sent.legacy:
-        _check_envelope(message)
+        _check_legacy_refusal(sent, response.status_code, message)
     else:
         check_server_message(sent.method, message)
         _check_status(response.status_code, message)
         _check_id(sent, message)
     _check_no_internal_failure(sent, message)
     return Verdict(response.status_code, "error" if "error" in message else "result", message)
+
+
+def _check_legacy_refusal(sent: Sent, status: int, message: dict[str, Any]) -> None:
+    _check_envelope(message)
+    assert status == 400, f"{status} to a 2025-era request: {_show(sent)}"
+    error = message.get("error") or {}
+    assert error.get("code") == -32022, f"2025-era request not refused with -32022: {message}"
+    requested = sent.header("mcp-protocol-version")
+    assert error.get("data") == {"supported": [PROTOCOL_VERSION], "requested": requested}, error
 
 
 def _check_envelope(message: dict[str, Any]) -> None:

@@ -40,14 +40,14 @@ def test_every_valid_request_gets_a_result(target: FuzzTarget, call: Call) -> No
 
 @pytest.mark.parametrize("version", ["2024-11-05", "2025-11-25"])
 @pytest.mark.parametrize("call", VALID_CALLS, ids=[c.label for c in VALID_CALLS])
-def test_every_valid_request_under_a_2025_era_header_gets_a_valid_answer(
+def test_every_valid_request_under_a_2025_era_header_is_refused_with_unsupported_version(
     target: FuzzTarget, call: Call, version: str
 ) -> None:
-    """The SDK's legacy transport answers these: whatever it says must pass the oracle (a hand-back once did not)."""
+    """The fleet speaks 2026-07-28 only: the oracle holds a 2025-era request to the -32022 refusal."""
     doc = call.document(9)
     headers = [(k, version.encode() if k == "MCP-Protocol-Version" else v) for k, v in headers_for(doc)]
     verdict, _ = target.send(Sent(json.dumps(doc).encode(), headers))
-    assert verdict.kind in ("result", "error"), verdict
+    assert verdict.kind == "error", verdict
 
 
 @settings(max_examples=budget(300))
