@@ -22,6 +22,7 @@ SMOKE = {
         *("--duration", "0.3", "--warmup", "0", "--latency", "0.5", "--callers", "2", "--limit", "5000000"),
         *("--recoveries", "1", "--lease-ms", "1000", "--slice-ms", "250"),
     ],
+    "straggler": ["--quick", "--duration", "2", "--callers", "2", "--limit", "10000000"],
 }
 
 

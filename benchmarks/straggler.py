@@ -1,0 +1,300 @@
+"""Stragglers: one worker at a quarter of its speed, with the straggler rule on and off, and without shedding.
+
+Issue 13's setup: three clusters (proxy + three workers each, one after the
+other) differ only in their shedding settings: the defaults (straggler rule
+on), the straggler rule off (`MRTR_WORKER_STRAGGLER_RATIO=0`) and shedding
+off. On each in turn, closed-loop callers (six by default) call
+`count_primes(100,000,000)` through the proxy for the measured window, every
+answer checked against the known count. For the "one slow" rows a thread of
+the benchmark throttles the first worker, its step pool included, to a
+quarter of its speed with a SIGSTOP/SIGCONT duty cycle (25 ms running in
+every 100 ms), as a noisy neighbour or a CPU-throttled container would; the
+share of time they were actually stopped is printed. The healthy baseline
+runs first, on the defaults.
+
+Calls done are those complete within the window; the latency percentiles
+cover every call started in it (the callers finish the calls in flight, so a
+long tail is not cut off). For the slowest tenth of the calls the report says
+how many finished on the slow instance, and how many of those had already
+aged into priority (`priority_after_hops` ageing hand-backs) when they got
+there: the cause issue 13 suspected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, median, stop_cluster, verdict
+from benchmarks.report import parser, publish
+from mrtr_client import AsyncClient
+from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_ops.percentiles import percentile
+from mrtr_protocol.rounds import COMPLETE, HAND_BACK_REASONS, EndOfRound
+from mrtr_worker.compute import primes
+from mrtr_worker.compute.policy import SheddingSettings
+
+WORKERS = 3
+MODES = {
+    "shedding on": {},
+    "straggler rule off": {"MRTR_WORKER_STRAGGLER_RATIO": "0"},
+    "shedding off": {"MRTR_WORKER_SHEDDING": "false"},
+}
+RUNS = (
+    ("all healthy, shedding on", "shedding on", False),
+    ("one slow, shedding on (straggler rule)", "shedding on", True),
+    ("one slow, straggler rule off", "straggler rule off", True),
+    ("one slow, shedding off", "shedding off", True),
+)
+"""(row, cluster, throttled): the healthy baseline first, then the three ways of meeting the slow instance."""
+AGEING = frozenset(HAND_BACK_REASONS) - {EndOfRound.STRAGGLER}
+PRIORITY_AFTER = SheddingSettings().priority_after_hops
+THROTTLE_PERIOD = 0.1
+THROTTLE_RUNNING = 0.25
+"""The slow instance runs 25 ms in every 100 ms: a quarter of its speed."""
+CALLS_TARGET, P99_TARGET = 0.95, 1.5
+"""Issue 13: with one slow instance, calls done >= 0.95 x healthy and p99 <= 1.5 x healthy p99."""
+
+
+@dataclass(frozen=True)
+class Call:
+    seconds: float
+    in_window: bool
+    correct: bool
+    hops: tuple[tuple[str | None, str], ...]
+    """(instance, why the exchange ended) for every exchange of the call."""
+
+    def moves(self) -> int:
+        return sum(reason == EndOfRound.STRAGGLER for _, reason in self.hops)
+
+    def rounds(self) -> int:
+        return sum(reason != COMPLETE for _, reason in self.hops)
+
+    def finished_on(self) -> str | None:
+        return self.hops[-1][0] if self.hops else None
+
+    def aged_on_arrival(self) -> bool:
+        """Whether the call had aged into priority when it reached the instance it finished on (for good)."""
+        last = self.finished_on()
+        start = len(self.hops)
+        while start and self.hops[start - 1][0] == last:
+            start -= 1
+        return sum(reason in AGEING for _, reason in self.hops[:start]) >= PRIORITY_AFTER
+
+
+@dataclass
+class Run:
+    calls: list[Call] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    stopped_share: float | None = None
+    slow: str | None = None
+
+    @property
+    def done(self) -> int:
+        return sum(call.in_window and call.correct for call in self.calls)
+
+    @property
+    def wrong(self) -> int:
+        return sum(not call.correct for call in self.calls)
+
+    def p(self, q: int) -> float:
+        return percentile([call.seconds for call in self.calls], q)
+
+
+class Throttle:
+    """SIGSTOP/SIGCONT a process and its children on a fixed duty cycle, from a thread of this process.
+
+    Toggle times are computed from the start, so a late wake-up does not drift the cycle. The thread asks
+    for a higher CPU priority (where allowed) so that a busy machine delays its signals less; the share of
+    time the processes were really stopped is measured and reported.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._stop = threading.Event()
+        self._stopped = 0.0
+        self._elapsed = 0.0
+        self._thread = threading.Thread(target=self._run, name="throttle", daemon=True)
+
+    def __enter__(self) -> Throttle:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def stopped_share(self) -> float:
+        return self._stopped / self._elapsed if self._elapsed else 0.0
+
+    def _run(self) -> None:
+        with suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), -10)
+        started = time.monotonic()
+        pids: list[int] = []
+        try:
+            for cycle in itertools.count():
+                if self._stop.is_set():
+                    break
+                base = started + cycle * THROTTLE_PERIOD
+                _sleep_until(base + THROTTLE_RUNNING * THROTTLE_PERIOD)
+                pids = [self._pid, *_children(self._pid)]
+                _signal(pids, signal.SIGSTOP)
+                paused = time.monotonic()
+                _sleep_until(base + THROTTLE_PERIOD)
+                _signal(pids, signal.SIGCONT)
+                self._stopped += time.monotonic() - paused
+        finally:
+            _signal(pids, signal.SIGCONT)
+            self._elapsed = time.monotonic() - started
+
+
+def _sleep_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.monotonic()))
+
+
+def _signal(pids: list[int], signum: signal.Signals) -> None:
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+async def load(url: str, call: PrimesCall, callers: int, window: float) -> Run:
+    """`callers` closed-loop callers for `window` seconds (the client's default round cap), every answer checked."""
+    run = Run()
+    deadline = time.monotonic() + window
+    async with AsyncClient(url) as client:
+
+        async def caller() -> None:
+            while time.monotonic() < deadline:
+                started = time.monotonic()
+                try:
+                    done = await client.call_tool("count_primes", call.arguments)
+                except Exception as exc:  # counted, never allowed to stop the benchmark
+                    run.errors.append(type(exc).__name__)
+                    await asyncio.sleep(0.1)
+                    continue
+                ended = time.monotonic()
+                hops = tuple((hop.instance, hop.reason) for hop in done.trace.hops)
+                run.calls.append(Call(ended - started, ended <= deadline, call.correct(done), hops))
+
+        await asyncio.gather(*(caller() for _ in range(callers)))
+    return run
+
+
+@contextmanager
+def cluster(env: dict[str, str], work: Path) -> Iterator[LocalCluster]:
+    """One cluster at a time (no task store), with a patient start: on a busy two-core box it can take minutes."""
+    config = ClusterConfig(
+        workers=WORKERS, port=0, tool_packs=TOOL_PACKS, work_dir=work, worker_env=env, redis=False, ready_timeout=300
+    )
+    running = LocalCluster(config)
+    try:
+        running.start()
+        yield running
+    except BaseException:
+        print(f"logs kept in {work}")
+        raise
+    finally:
+        stop_cluster(running)
+
+
+def measure(cluster: LocalCluster, call: PrimesCall, callers: int, window: float, *, slow: bool) -> Run:
+    if not slow:
+        return asyncio.run(load(cluster.mcp_url, call, callers, window))
+    instance = next(iter(cluster.workers))
+    with Throttle(cluster.workers[instance].process.pid) as throttle:
+        run = asyncio.run(load(cluster.mcp_url, call, callers, window))
+    run.stopped_share, run.slow = throttle.stopped_share, instance
+    return run
+
+
+def main() -> int:
+    options = parser(__doc__, duration=45.0, duration_help="seconds of load per row")
+    options.add_argument("--callers", type=int, default=6, help="closed-loop callers (default 6)")
+    options.add_argument(
+        "--limit", type=int, default=100_000_000, choices=sorted(primes.KNOWN_COUNTS), help="count_primes limit"
+    )
+    options.add_argument(
+        "--quick", action="store_true", help="only the defaults' cluster: the healthy and straggler-rule rows (smoke)"
+    )
+    args = options.parse_args()
+    call = PrimesCall(args.limit, primes.DEFAULT_SEGMENT)
+    results: dict[str, Run] = {}
+    work = Path(tempfile.mkdtemp(prefix="mrtr-bench-"))
+    for index, (mode, env) in enumerate(list(MODES.items())[: 1 if args.quick else None]):
+        with cluster(env, work / f"c{index}") as running:
+            for row, row_mode, slow in RUNS:
+                if row_mode == mode:
+                    results[row] = measure(running, call, args.callers, args.duration, slow=slow)
+    shutil.rmtree(work, ignore_errors=True)
+    publish("straggler", report(results, call, args.callers, args.duration), write=not args.no_report)
+    return 1 if any(run.wrong or run.errors for run in results.values()) else 0
+
+
+def report(results: dict[str, Run], call: PrimesCall, callers: int, window: float) -> list[str]:
+    lines = [
+        "## Stragglers: one instance at a quarter speed, with the straggler rule on and off",
+        "",
+        f"{callers} closed-loop callers of `count_primes({call.limit:,})` ({call.steps} steps) through the proxy "
+        f"of {WORKERS} workers for {window:g} s a row; in the slow rows a duty cycle of SIGSTOP/SIGCONT keeps one "
+        f"worker and its step pool running {THROTTLE_RUNNING:.0%} of every {THROTTLE_PERIOD * 1000:.0f} ms. "
+        "Three clusters differ only in settings: defaults (straggler rule on), `MRTR_WORKER_STRAGGLER_RATIO=0`, "
+        "`MRTR_WORKER_SHEDDING=false`. **Calls done**: complete and exact within the window; percentiles cover "
+        "every call started in it; the client keeps its default cap of 32 rounds; **moves**: straggler hand-backs.",
+        "",
+        "| run | calls done | p50 s | p90 s | p99 s | max s | wrong / errors | moves | rounds per call p50 / max "
+        "| worker stopped |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for row, run in results.items():
+        rounds = [call.rounds() for call in run.calls]
+        stopped = f"{run.stopped_share:.0%}" if run.stopped_share is not None else "-"
+        lines.append(
+            f"| {row} | {run.done} | {run.p(50):.1f} | {run.p(90):.1f} | {run.p(99):.1f} "
+            f"| {max((c.seconds for c in run.calls), default=math.nan):.1f} | {run.wrong} / {len(run.errors)} "
+            f"| {sum(c.moves() for c in run.calls)} | {median(rounds):.0f} / {max(rounds, default=0)} | {stopped} |"
+        )
+    healthy = results[RUNS[0][0]]
+    lines += ["", "Against the healthy run (issue 13's targets apply to the straggler rule's row):", ""]
+    for row, run in list(results.items())[1:]:
+        calls, p99 = run.done / max(1, healthy.done), run.p(99) / healthy.p(99)
+        target = row == RUNS[1][0]
+        lines.append(
+            f"* {row}: calls done {calls:.2f} x"
+            + (f" (target >= {CALLS_TARGET}: {verdict(calls >= CALLS_TARGET)})" if target else "")
+            + f", p99 {p99:.2f} x"
+            + (f" (target <= {P99_TARGET}: {verdict(p99 <= P99_TARGET)})" if target else "")
+            + f"; {_tail(run)}"
+        )
+    errors = {error for run in results.values() for error in run.errors}
+    if any(run.wrong or run.errors for run in results.values()):
+        lines.append(f"\n**Some calls failed or gave a wrong answer** ({', '.join(sorted(errors)) or 'wrong'}).")
+    return lines
+
+
+def _tail(run: Run) -> str:
+    """Where the slowest tenth of the calls finished, and whether they had aged into priority before."""
+    tail = sorted(run.calls, key=lambda call: call.seconds)[-max(1, len(run.calls) // 10) :] if run.calls else []
+    on_slow = [call for call in tail if call.finished_on() == run.slow]
+    aged = sum(call.aged_on_arrival() for call in on_slow)
+    return (
+        f"slowest tenth ({len(tail)} calls): {len(on_slow)} finished on the slow instance, "
+        f"{aged} of them already prioritized (>= {PRIORITY_AFTER} ageing hand-backs) when they got there"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
