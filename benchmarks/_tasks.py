@@ -15,22 +15,19 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import redis
 
-from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, stop_cluster
+from benchmarks._cluster import PrimesCall, _children
+from benchmarks._load import cpu_seconds
 from mrtr_client import Client, RetryPolicy
-from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.waiting import wait_until
 from mrtr_protocol import events
 from mrtr_protocol.tasks import COMPUTE_META_KEY, TASK_RESULT_TYPE, with_tasks
@@ -43,9 +40,6 @@ CHECKPOINT_METRIC = "mrtr_worker_task_checkpoint_seconds"
 """The runner's histogram of slice-end writes (seal + one Redis transaction)."""
 
 _POLL_SECONDS = 0.005
-READY_TIMEOUT = 240.0
-"""Seconds a worker may take to start (and to restart after a kill): on this shared two-core machine a worker
-once took over 60 s to start its step pool while other test runs were going on."""
 
 
 @dataclass(frozen=True)
@@ -61,27 +55,6 @@ class Recovery:
     """The task then completed with the exact count and the exact number of steps."""
     record_bytes: int
     """Size of the task's sealed record in Redis at the kill (what every checkpoint writes)."""
-
-
-@contextmanager
-def task_cluster(workers: int, worker_env: dict[str, str]) -> Iterator[LocalCluster]:
-    """The proxy, `workers` workers and one Redis, as `benchmarks._cluster.clusters` starts them, but patient
-    with slow starts; its work dir is removed afterwards unless something failed."""
-    work = Path(tempfile.mkdtemp(prefix="mrtr-bench-tasks-"))
-    config = ClusterConfig(workers=workers, port=0, tool_packs=TOOL_PACKS, work_dir=work, worker_env=worker_env)
-    config.ready_timeout = READY_TIMEOUT
-    cluster = LocalCluster(config)
-    failed = True
-    try:
-        cluster.start()
-        yield cluster
-        failed = False
-    finally:
-        stop_cluster(cluster)
-        if failed:
-            print(f"logs kept in {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 class TaskStoreView:
@@ -190,3 +163,15 @@ def checkpoint_totals(cluster: LocalCluster) -> tuple[float, float, dict[float, 
         for bound, count in page.by_label(f"{CHECKPOINT_METRIC}_bucket", "le").items():
             buckets[float(bound)] = buckets.get(float(bound), 0.0) + count
     return seconds, writes, buckets
+
+
+def cluster_cpu(cluster: LocalCluster) -> float:
+    """CPU seconds used so far by the proxy, Redis, and every live worker with its step pool (Linux /proc)."""
+    pids = [cluster.proxy_pid, *([cluster.redis.pid] if cluster.redis is not None and cluster.redis.pid else [])]
+    for handle in cluster.workers.values():
+        pids += [handle.process.pid, *_children(handle.process.pid)]
+    total = 0.0
+    for pid in pids:
+        with suppress(OSError):
+            total += cpu_seconds(pid)
+    return total
