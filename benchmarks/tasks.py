@@ -384,7 +384,7 @@ def report(latency: Latency, runs: dict[str, Run], recoveries: list[Recovery], m
         f"Tasks / MRTR calls (useful steps/s): **{ratio:.2f}**. Target ≥ {TARGET_RATIO}: "
         f"{verdict(ratio >= TARGET_RATIO)}. Per CPU-second the cluster used (proxy, workers with their step "
         f"pools, Redis; a cross-check that depends less on the share of the machine other work left us): "
-        f"**{per_cpu:.2f}**. Only a few dozen calls complete per window on this machine, and other work took most "
+        f"**{per_cpu:.2f}**. Only a handful of calls complete in each window on this machine, and other work took most "
         "of its CPU: read the ratio by the spread of the windows, not better. The MRTR "
         "calls, at twice the workers' computation slots, are shed and resumed (re-sealed state, new rounds) "
         "where tasks queue in Redis and run up to four slices per worker without hand-backs.",
