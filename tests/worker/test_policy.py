@@ -117,7 +117,7 @@ def test_custom_slices() -> None:
     assert policy.at_boundary(boundary(50)) == EndOfRound.SLICE
 
 
-# Straggler moves. Defaults: ratio 0.5, measured after 500 ms, budget 2 moves per request.
+# Straggler moves. Defaults: ratio 0.5, measured after 1000 ms, budget 3 moves per request.
 SEEN_10 = Pace(rate=10.0, samples=2)
 """A request that ran at 10 steps/s on earlier instances."""
 STRAGGLER_OFF = SheddingPolicy(SheddingSettings(straggler_ratio=0))
@@ -126,21 +126,21 @@ STRAGGLERS = {
     # 5 steps in 1000 ms is exactly half of 10/s: not below the ratio
     "half the rate": (DEFAULT, boundary(1000, steps=5, pace=SEEN_10), None),
     "under half the rate": (DEFAULT, boundary(1000, steps=4, pace=SEEN_10), EndOfRound.STRAGGLER),
-    "a quarter of the rate": (DEFAULT, boundary(800, steps=2, pace=SEEN_10), EndOfRound.STRAGGLER),
+    "a quarter of the rate": (DEFAULT, boundary(1200, steps=3, pace=SEEN_10), EndOfRound.STRAGGLER),
     "faster than before": (DEFAULT, boundary(1000, steps=30, pace=SEEN_10), None),
     # measured slice: too short, or no step finished here yet
-    "slow, before the measured slice": (DEFAULT, boundary(499, steps=1, pace=SEEN_10), None),
+    "slow, before the measured slice": (DEFAULT, boundary(999, steps=1, pace=SEEN_10), None),
     "no step here yet": (DEFAULT, boundary(1500, steps=0, pace=SEEN_10), None),
     # nothing to compare with
     "no pace carried": (DEFAULT, boundary(1000, steps=1), None),
     "pace with no sample": (DEFAULT, boundary(1000, steps=1, pace=Pace(rate=0, samples=0)), None),
-    # budget: two moves per request, then it stays (and ages as usual)
+    # budget: three moves per request, then it stays (and ages as usual)
     "one move made": (DEFAULT, boundary(1000, steps=1, pace=Pace(10, 3, moves=1)), EndOfRound.STRAGGLER),
-    "budget spent": (DEFAULT, boundary(1000, steps=1, pace=Pace(10, 3, moves=2)), None),
-    "budget spent, slice": (DEFAULT, boundary(2000, steps=1, pace=Pace(10, 3, moves=2)), EndOfRound.SLICE),
+    "budget spent": (DEFAULT, boundary(1000, steps=1, pace=Pace(10, 3, moves=3)), None),
+    "budget spent, slice": (DEFAULT, boundary(2000, steps=1, pace=Pace(10, 3, moves=3)), EndOfRound.SLICE),
     # priority pins a request against shedding, not to a straggler
     "prioritized, slow": (DEFAULT, boundary(1000, hops=4, steps=1, pace=SEEN_10), EndOfRound.STRAGGLER),
-    "prioritized, budget spent": (DEFAULT, boundary(1000, hops=9, steps=1, pace=Pace(10, 3, moves=2)), None),
+    "prioritized, budget spent": (DEFAULT, boundary(1000, hops=9, steps=1, pace=Pace(10, 3, moves=3)), None),
     # a drain still comes first; straggling comes before pressure (it does not age the request)
     "drain over straggler": (DEFAULT, boundary(1000, steps=1, pace=SEEN_10, draining=True), EndOfRound.DRAIN),
     "straggler over pressure": (DEFAULT, boundary(1000, steps=1, waiting=2, pace=SEEN_10), EndOfRound.STRAGGLER),
@@ -164,8 +164,9 @@ def test_a_straggler_move_is_retried_at_once() -> None:
 MEASURED = {
     "first slice": (None, 4, 1000, EndOfRound.SLICE, Pace(4.0, 1, 0)),
     "weighted half and half": (Pace(10.0, 1), 2, 1000, EndOfRound.SLICE, Pace(6.0, 2, 0)),
-    "a straggler move is counted": (Pace(10.0, 3, 1), 1, 1000, EndOfRound.STRAGGLER, Pace(5.5, 4, 2)),
-    "a first slice that moved": (None, 1, 1000, EndOfRound.STRAGGLER, Pace(1.0, 1, 1)),
+    # a move counts, and the straggler's own rate stays out of the reference
+    "a straggler move": (Pace(10.0, 3, 1), 1, 1000, EndOfRound.STRAGGLER, Pace(10.0, 3, 2, fled="w-here")),
+    "the fled instance is kept": (Pace(10.0, 3, 1, "w-x"), 4, 1000, EndOfRound.SLICE, Pace(7.0, 4, 1, "w-x")),
     "nothing ran: unchanged": (Pace(10.0, 3, 1), 0, 0, EndOfRound.ADMISSION, Pace(10.0, 3, 1)),
     "nothing ran, no pace": (None, 0, 300, EndOfRound.DRAIN, None),
     "a pace with no sample yet": (Pace(0.0, 0, 1), 3, 1000, EndOfRound.PRESSURE, Pace(3.0, 1, 1)),
@@ -176,32 +177,53 @@ MEASURED = {
 def test_pace_after_a_round(
     before: Pace | None, steps: int, slice_ms: float, reason: EndOfRound, after: Pace | None
 ) -> None:
-    assert SheddingPolicy.measured(before, steps, slice_ms, reason) == after
+    assert SheddingPolicy.measured(before, steps, slice_ms, reason, "w-here") == after
 
 
-def journey(policy: SheddingPolicy, step_ms: list[float], steps: int) -> list[EndOfRound | None]:
+FLED = {
+    "back on the straggler it left": (DEFAULT, Pace(10, 2, 1, fled="w-here"), True),
+    "another instance": (DEFAULT, Pace(10, 2, 1, fled="w-other"), False),
+    "never fled": (DEFAULT, Pace(10, 2, 0), False),
+    "no pace": (DEFAULT, None, False),
+    "budget spent": (DEFAULT, Pace(10, 2, 3, fled="w-here"), False),
+    "rule off": (STRAGGLER_OFF, Pace(10, 2, 1, fled="w-here"), False),
+    "shedding off": (OFF, Pace(10, 2, 1, fled="w-here"), False),
+}
+
+
+@pytest.mark.parametrize(("policy", "pace", "expected"), FLED.values(), ids=FLED.keys())
+def test_a_round_back_on_the_straggler_it_left_moves_on_unmeasured(
+    policy: SheddingPolicy, pace: Pace | None, expected: bool
+) -> None:
+    assert policy.fled_here(pace, "w-here") is expected
+
+
+def journey(
+    policy: SheddingPolicy, step_ms: list[float], steps: int, names: list[str] | None = None
+) -> list[EndOfRound | None]:
     """A computation of `steps` steps, one round per instance of `step_ms` (cycled): how each round ended.
 
-    Each round runs on an idle instance until the policy yields (None: it completed there).
+    Each round runs on an idle instance until the policy yields (None: it completed there); `names`
+    (default: all different) lets the round robin bring a request back to the same instance.
     """
     pace: Pace | None = None
-    hops = moves = 0
+    hops = 0
     ends: list[EndOfRound | None] = []
     while steps:
-        ms = step_ms[len(ends) % len(step_ms)]
+        turn = len(ends) % len(step_ms)
+        ms, instance = step_ms[turn], (names or [str(i) for i in range(len(step_ms))])[turn]
         here = 0
-        reason = None
-        while steps:
-            reason = policy.at_boundary(boundary(here * ms, hops=hops - moves, steps=here, pace=pace))
-            if reason is not None:
-                break
-            here, steps = here + 1, steps - 1
+        reason = EndOfRound.STRAGGLER if policy.fled_here(pace, instance) else None
+        while steps and reason is None:
+            fair = hops - (pace.moves if pace is not None else 0)
+            reason = policy.at_boundary(boundary(here * ms, hops=fair, steps=here, pace=pace))
+            if reason is None:
+                here, steps = here + 1, steps - 1
         ends.append(reason)
         if reason is None:
             break
-        pace = policy.measured(pace, here, here * ms, reason)
+        pace = policy.measured(pace, here, here * ms, reason, instance)
         hops += 1
-        moves = pace.moves if pace is not None else 0
         assert len(ends) < 100, f"bouncing: {ends}"
     return ends
 
@@ -223,17 +245,23 @@ def test_a_request_leaves_a_quarter_speed_instance_after_one_measured_slice() ->
 
 
 def test_a_request_on_slow_instances_only_does_not_bounce_forever() -> None:
-    # Measured fast once, then every instance is slow: two moves (the budget), then it stays and finishes.
-    ends = journey(DEFAULT, [100, 400], steps=200)
-    assert ends.count(STRAGGLER) == 2
+    # Measured fast once, then only slow instances: three moves (the budget), then it stays and finishes.
+    ends = journey(DEFAULT, [100, 400, 400, 400], steps=200)
+    assert ends.count(STRAGGLER) == DEFAULT.settings.straggler_budget
     assert ends[-1] is None
-    assert len(ends) <= 1 + 2 + DEFAULT.settings.priority_after_hops + 1
+    assert len(ends) <= DEFAULT.settings.straggler_budget + DEFAULT.settings.priority_after_hops + 1
+
+
+def test_a_request_sent_back_to_the_straggler_it_left_moves_on_at_once() -> None:
+    # The round robin brings it back to the slow instance "s" at once: no second measurement there.
+    ends = journey(DEFAULT, [100, 400, 400], 200, names=["a", "s", "s"])
+    assert ends[:4] == [SLICE, STRAGGLER, STRAGGLER, SLICE]
 
 
 def test_straggler_moves_do_not_age_a_request_into_priority() -> None:
     # Fast, slow, fast, slow, ...: the two moves leave the four ageing hops intact.
     ends = journey(DEFAULT, [100, 400], steps=400)
-    assert ends.count(STRAGGLER) == 2
+    assert ends.count(STRAGGLER) == DEFAULT.settings.straggler_budget
     assert ends.count(SLICE) == DEFAULT.settings.priority_after_hops
 
 

@@ -45,10 +45,10 @@ def pace_of(request_state: str) -> Pace | None:
 
 @pytest.mark.parametrize(("reader", "writer", "fmt"), [(1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 2, 1), (2, 2, 2)])
 def test_pace_round_trips_between_versions_in_every_format(reader: int, writer: int, fmt: int) -> None:
-    pace = Pace(rate=3.125, samples=4, moves=1)
+    pace = Pace(rate=3.125, samples=4, moves=1, fled="w-slow")
     text = StateLayout(writer, fmt).encode({"x": 1}, Trace(hops=3, visited=[["a", 1]], pace=pace), {})
     doc = json.loads(text)
-    assert doc["pace"] == {"rate": 3.125, "n": 4, "moves": 1}  # top level: outside the data and the hop trace
+    assert doc["pace"] == {"rate": 3.125, "n": 4, "moves": 1, "fled": "w-slow"}  # top level, outside data and trace
 
     decoded = StateLayout(reader).decode(text)
     assert decoded.trace.pace == pace
@@ -119,8 +119,8 @@ async def test_a_quarter_speed_instance_hands_the_request_on_without_ageing_it()
     hint, data, state = handed_back(await engine.run(make_round(state_with(TEN_PER_SECOND)), slow, {"n": 20}))
 
     assert hint == {"reason": "straggler", "hops": 2, "retryAfterMs": 0}
-    assert data == {"checkpoint": {"n": 20, "i": 2}, "steps": 2}  # 800 ms measured (over the 500 ms minimum)
-    assert pace_of(state) == Pace(rate=6.25, samples=3, moves=1)
+    assert data == {"checkpoint": {"n": 20, "i": 3}, "steps": 3}  # 1200 ms measured (the minimum is 1000 ms)
+    assert pace_of(state) == Pace(rate=10.0, samples=2, moves=1, fled="w-test")  # its own rate left out
     trace = IDENTITY.layout.decode(state).trace
     assert (trace.hops, trace.fair_hops) == (2, 1)
 
@@ -133,10 +133,10 @@ async def test_a_prioritized_request_moves_off_a_straggler_within_its_budget_onl
     moved = await engine.run(make_round(state_with(TEN_PER_SECOND, hops=4)), slow, {"n": 20})
     assert handed_back(moved)[0]["reason"] == "straggler"
 
-    spent = Pace(rate=10.0, samples=4, moves=2)  # two moves made: it stays, and as a prioritized call runs out
-    result, meta = complete(await engine.run(make_round(state_with(spent, hops=6)), slow, {"n": 20}))
+    spent = Pace(rate=10.0, samples=4, moves=3)  # three moves made: it stays, and as a prioritized call runs out
+    result, meta = complete(await engine.run(make_round(state_with(spent, hops=7)), slow, {"n": 20}))
     assert result == {"counted": 20}
-    assert meta["hops"] == 6
+    assert meta["hops"] == 7  # 4 ageing hops + 3 moves
 
 
 async def test_a_request_as_fast_as_before_is_not_moved() -> None:
@@ -167,4 +167,22 @@ async def test_the_straggler_rule_off_keeps_the_request_where_it_is() -> None:
     clock, executor = FakeClock(), InlineExecutor()
     engine, _ = make_engine(executor, clock, straggler_ratio=0, max_slice_ms=0)
     result, _ = complete(await engine.run(make_round(state_with(TEN_PER_SECOND)), counting(clock, 0.4), {"n": 20}))
+    assert result == {"counted": 20}
+
+
+async def test_a_round_back_on_the_straggler_it_left_moves_on_before_any_step() -> None:
+    clock, executor = FakeClock(), InlineExecutor()
+    engine, _ = make_engine(executor, clock)
+    fled = Pace(rate=10.0, samples=2, moves=1, fled=IDENTITY.instance_id)
+
+    hint, data, state = handed_back(await engine.run(make_round(state_with(fled, done=5)), counting(clock), {"n": 20}))
+
+    assert hint == {"reason": "straggler", "hops": 2, "retryAfterMs": 0}
+    assert data == {"checkpoint": {"n": 20, "i": 5}, "steps": 5}
+    assert executor.submitted == 0
+    assert pace_of(state) == Pace(rate=10.0, samples=2, moves=2, fled=IDENTITY.instance_id)
+
+    # Once the budget is spent it stays, even here.
+    spent = Pace(rate=10.0, samples=2, moves=3, fled=IDENTITY.instance_id)
+    result, _ = complete(await engine.run(make_round(state_with(spent, done=5)), counting(clock), {"n": 20}))
     assert result == {"counted": 20}

@@ -63,21 +63,26 @@ class Pace:
     """Slices folded into `rate` (0: nothing measured yet)."""
     moves: int = 0
     """Straggler hand-backs so far: capped per request, and they do not age it towards priority."""
+    fled: str | None = None
+    """The instance it last left as a straggler: a round landing there again is handed on at once."""
 
     def wire(self) -> dict[str, Any]:
-        return {"rate": round(self.rate, 3), "n": self.samples, "moves": self.moves}
+        doc: dict[str, Any] = {"rate": round(self.rate, 3), "n": self.samples, "moves": self.moves}
+        if self.fled is not None:
+            doc["fled"] = self.fled
+        return doc
 
     @classmethod
     def parse(cls, raw: object) -> Pace | None:
         """The field as read, or None if absent or not understood: a hint never makes a state unreadable."""
         if not isinstance(raw, dict):
             return None
-        rate, samples, moves = raw.get("rate"), raw.get("n"), raw.get("moves", 0)
+        rate, samples, moves, fled = raw.get("rate"), raw.get("n"), raw.get("moves", 0), raw.get("fled")
         if not isinstance(rate, int | float) or isinstance(rate, bool) or not math.isfinite(rate) or rate < 0:
             return None
         if type(samples) is not int or type(moves) is not int or samples < 0 or moves < 0:
             return None
-        return cls(rate=float(rate), samples=samples, moves=moves)
+        return cls(float(rate), samples, moves, fled if isinstance(fled, str) else None)
 
 
 @dataclass

@@ -138,6 +138,9 @@ class Engine:
         # now refuses, see `modern_only`) queues for a slot and runs to its end, never shed, not even by a drain.
         if self._lifecycle.draining and rnd.can_hand_back:
             return self._hand_back(rnd, state, steps, EndOfRound.DRAIN)
+        if rnd.can_hand_back and self.policy.fled_here(rnd.trace.pace, rnd.identity.instance_id):
+            self._carry_pace(rnd, 0, self._clock(), EndOfRound.STRAGGLER)
+            return self._hand_back(rnd, state, steps, EndOfRound.STRAGGLER)
         if not self._slots.try_acquire():
             if rnd.can_hand_back and not self.policy.prioritized(rnd.trace.fair_hops):
                 return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
@@ -186,7 +189,8 @@ class Engine:
 
     def _carry_pace(self, rnd: Round, here: int, started: float, reason: EndOfRound) -> None:
         """Fold this slice's step rate into the request's pace (sealed with the round's trace)."""
-        rnd.trace.pace = self.policy.measured(rnd.trace.pace, here, (self._clock() - started) * 1000, reason)
+        elapsed_ms = (self._clock() - started) * 1000
+        rnd.trace.pace = self.policy.measured(rnd.trace.pace, here, elapsed_ms, reason, rnd.identity.instance_id)
 
     def _hand_back(self, rnd: Round, state: State, steps: int, reason: EndOfRound) -> InputRequiredResult:
         retry_after = self.policy.retry_after_ms(reason, rnd.trace.fair_hops)

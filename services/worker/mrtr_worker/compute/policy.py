@@ -17,11 +17,13 @@ than the step in progress (and a drain takes at most one step):
 * straggler: the sealed state carries the step rate the computation saw on
   earlier instances (`Pace`); an instance that, after a measured slice,
   steps it at under `straggler_ratio` of that rate hands it on, prioritized
-  or not. Such a move is for the request's own good, so it does not age it
-  towards priority; the server cannot see the client's round cap, so the
-  moves are bounded per request by `straggler_budget`, carried in the state
-  (with the SDK client's default cap of 10 rounds, 4 ageing hops and 2
-  moves leave 4 rounds for questions and drains).
+  or not, and a round that lands on the straggler it last left (the proxy's
+  round robin brings it back) moves on at once. Such a move is for the
+  request's own good, so it does not age it towards priority; the server
+  cannot see the client's round cap, so the moves are bounded per request by
+  `straggler_budget`, carried in the state (with the SDK client's default cap
+  of 10 rounds, 4 ageing hops and 3 moves leave 3 rounds for questions and
+  drains).
 """
 
 from __future__ import annotations
@@ -47,9 +49,9 @@ class SheddingSettings:
     retry_after_cap_ms: int = 500
     straggler_ratio: float = 0.5
     """Hand a computation on when it steps here under this fraction of the rate it saw elsewhere; 0 turns it off."""
-    straggler_min_slice_ms: int = 500
+    straggler_min_slice_ms: int = 1000
     """Measured time here before rates are compared, so one slow step (noise) does not bounce a call."""
-    straggler_budget: int = 2
+    straggler_budget: int = 3
     """Straggler moves per request: what they can add to the client's rounds is bounded."""
 
 
@@ -93,24 +95,36 @@ class SheddingPolicy:
 
     def straggling(self, b: Boundary) -> bool:
         """Whether this instance has run the request clearly slower than its earlier instances did."""
-        s, pace = self.settings, b.pace
+        if not self._may_move(b.pace) or b.steps == 0 or b.slice_ms < self.settings.straggler_min_slice_ms:
+            return False
+        assert b.pace is not None
+        return b.steps * 1000 / b.slice_ms < self.settings.straggler_ratio * b.pace.rate
+
+    def fled_here(self, pace: Pace | None, instance_id: str) -> bool:
+        """Whether a round arrives at the straggler it last left (round robin brings it back): move on unmeasured."""
+        return self._may_move(pace) and pace is not None and pace.fled == instance_id
+
+    def _may_move(self, pace: Pace | None) -> bool:
+        s = self.settings
         if not s.enabled or s.straggler_ratio <= 0 or pace is None or pace.samples == 0:
             return False
-        if pace.moves >= s.straggler_budget or b.steps == 0 or b.slice_ms < s.straggler_min_slice_ms:
-            return False
-        return b.steps * 1000 / b.slice_ms < s.straggler_ratio * pace.rate
+        return pace.moves < s.straggler_budget
 
     @staticmethod
-    def measured(pace: Pace | None, steps: int, slice_ms: float, reason: EndOfRound | None) -> Pace | None:
-        """The pace to carry on after a round that ran `steps` here in `slice_ms` and ended for `reason`."""
+    def measured(
+        pace: Pace | None, steps: int, slice_ms: float, reason: EndOfRound | None, instance_id: str | None = None
+    ) -> Pace | None:
+        """The pace to carry on after a round that ran `steps` on `instance_id` in `slice_ms` and ended for `reason`."""
+        if reason is EndOfRound.STRAGGLER and pace is not None:
+            # The straggler's own rate stays out of the reference, or a return to it would pass unnoticed.
+            return Pace(rate=pace.rate, samples=pace.samples, moves=pace.moves + 1, fled=instance_id)
         if steps == 0 or slice_ms <= 0:
-            return pace  # nothing measured (a straggler move always follows measured steps)
+            return pace  # nothing measured
         rate = steps * 1000 / slice_ms
-        if pace is None:
-            return Pace(rate=rate, samples=1, moves=int(reason is EndOfRound.STRAGGLER))
-        if pace.samples:
-            rate = PACE_WEIGHT * rate + (1 - PACE_WEIGHT) * pace.rate
-        return Pace(rate=rate, samples=pace.samples + 1, moves=pace.moves + (reason is EndOfRound.STRAGGLER))
+        if pace is None or not pace.samples:
+            return Pace(rate=rate, samples=1, moves=pace.moves if pace is not None else 0)
+        weighted = PACE_WEIGHT * rate + (1 - PACE_WEIGHT) * pace.rate
+        return Pace(rate=weighted, samples=pace.samples + 1, moves=pace.moves, fled=pace.fled)
 
     def retry_after_ms(self, reason: EndOfRound, hops: int) -> int:
         """The `_meta` retry hint: at once after a yield, growing backoff when admission is refused."""
