@@ -10,7 +10,7 @@ question answered.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,10 @@ from mrtr_client import ScriptedInputs, TaskExchange
 from mrtr_protocol import events
 from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
 from mrtr_protocol.rounds import ERROR, RETRYABLE_STATUSES, TRANSPORT, end_reason
+from mrtr_protocol.tasks import SUBSCRIPTIONS_LISTEN
+
+LISTEN = "listen"
+"""The reason noted for a `subscriptions/listen` exchange: a stream the client reads as it goes, not a round."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class RecordingTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         started = time.perf_counter()
+        if request.headers.get("mcp-method") == SUBSCRIPTIONS_LISTEN:
+            return self._pass_stream(request, started)
         try:
             response = self.inner.handle_request(request)
             response.read()
@@ -73,8 +79,37 @@ class RecordingTransport(httpx.BaseTransport):
         )
         return response
 
+    def _pass_stream(self, request: httpx.Request, started: float) -> httpx.Response:
+        """A listen's event stream is handed on unread (counted as it passes): reading it whole here would
+        block until the server ends it, and a task waiting in input_required never ends it by itself."""
+        try:
+            response = self.inner.handle_request(request)
+        except Exception:
+            self.hops.append(HopRecord(None, None, TRANSPORT, _ms_since(started), None))
+            raise
+        instance, version = response.headers.get(WORKER_ID_HEADER), response.headers.get(WORKER_VERSION_HEADER)
+        self.hops.append(HopRecord(instance, version, LISTEN, _ms_since(started), response.status_code))
+        response.stream = _CountedStream(response.stream, self)
+        return response
+
     def close(self) -> None:
         self.inner.close()
+
+
+class _CountedStream(httpx.SyncByteStream):
+    """A response body passed through as it arrives, its bytes added to the transport's count."""
+
+    def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream, counter: RecordingTransport) -> None:
+        assert isinstance(inner, httpx.SyncByteStream)
+        self._inner, self._counter = inner, counter
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._inner:
+            self._counter.received_bytes += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 def round_end_reason(status: int, content_type: str, body: bytes) -> str:
