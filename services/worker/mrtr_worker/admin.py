@@ -1,4 +1,4 @@
-"""The operator's `/admin/...` endpoints of one worker: drain, state format, key ring reload.
+"""The operator's `/admin/...` endpoints of one worker: drain, state format, key ring reload, task reseal.
 
 Every route requires the operator's token when one is configured
 (`mrtr_worker.admin_auth`); the proxy never forwards `/admin`, so they are
@@ -8,13 +8,16 @@ reachable only on the worker's own port.
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
 
 from mrtr_worker.admin_auth import AdminGuard
 from mrtr_worker.keyring import KeyRing, KeyRingError
+from mrtr_worker.tasks.store import ResealCounts
 
 if TYPE_CHECKING:
     from mrtr_worker.app import Worker
@@ -69,6 +72,18 @@ def admin_router(worker: Worker) -> APIRouter:
         worker.codec.use_ring(ring)
         logger.info("key ring reloaded: keys %s, primary %s", ring.sealing_names(), ring.primary)
         return JSONResponse(await state_policy())
+
+    @admin.post("/admin/tasks/reseal")
+    async def reseal_tasks() -> JSONResponse:
+        """Re-seal every task record under the primary key (a rotation step, before the old key retires)."""
+        if worker.tasks is None:
+            return JSONResponse({"error": "this worker has no task store (no Redis URL configured)"}, 409)
+        try:
+            counts: ResealCounts = await worker.tasks.store.reseal_all()
+        except RedisError as exc:
+            logger.warning("task reseal: task store unavailable: %s", exc)
+            return JSONResponse({"error": f"task store unavailable, nothing resealed: {exc}"}, status_code=503)
+        return JSONResponse(asdict(counts))
 
     @admin.post("/admin/undrain")
     async def undrain() -> dict[str, bool]:

@@ -17,6 +17,11 @@ Layout (every key under the configured prefix):
   published in the same transaction as the write, so any worker's listen
   streams (`tasks.push`) learn of a change made by any other worker.
 
+Key rotation: `reseal_all` walks the records (SCAN, never KEYS) and re-seals
+any not under the current primary, writing only `rec`: the revision (which
+queued slices carry) and the expiry stay as they were. The rolling upgrade
+runs it before retiring the old key, so no record is left that only it opens.
+
 Every write is one optimistic transaction (WATCH the task, check `rev`,
 MULTI/EXEC): the checkpoint, the acknowledgement of the slice just run and
 the message of the next one land together or not at all, so a slice is
@@ -25,10 +30,11 @@ never lost and never runs from a stale checkpoint.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import redis.asyncio as redis
 from redis.asyncio.retry import Retry
@@ -38,13 +44,17 @@ from redis.exceptions import ResponseError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mrtr_worker.tasks.principal import principal_digest
-from mrtr_worker.tasks.record import TaskRecord
+from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.sealing import RecordSealer
 from mrtr_worker.tasks.wire import Status
 
 GROUP = "workers"
 _RETRIES = 20
 _COMMAND_RETRIES = 5
+_RESEAL_ATTEMPTS = 3
+_SCAN_BATCH = 200
+
+logger = logging.getLogger(__name__)
 
 
 class CapReached(Exception):
@@ -65,6 +75,21 @@ class Slice:
     task_id: str
     rev: int
 
+
+@dataclass
+class ResealCounts:
+    """What one `reseal_all` pass did: records moved to the primary, already on it, and ones no key opens.
+
+    `skipped`: records that kept changing under the pass (each change was a write, which seals with the
+    primary anyway) or vanished (expired) between SCAN and the read."""
+
+    resealed: int = 0
+    current: int = 0
+    unreadable: int = 0
+    skipped: int = 0
+
+
+ResealOutcome = Literal["resealed", "current", "unreadable", "skipped"]
 
 Mutation = Callable[[TaskRecord], tuple[TaskRecord, bool] | None]
 """Given the current record: the new record and whether to queue a slice, or None to leave it as is."""
@@ -222,6 +247,42 @@ class TaskStore:
                 return Stored(record, stored.rev + 1)
         raise RuntimeError(f"task {task_id}: too many concurrent changes; try again")
 
+    # Key rotation.
+
+    async def reseal_all(self, *, batch: int = _SCAN_BATCH) -> ResealCounts:
+        """Re-seal every task record not under the current primary key (see the module docstring)."""
+        counts = ResealCounts()
+        head = self.task_key("")
+        async for key in self.client.scan_iter(match=f"{_glob_escape(head)}*", count=batch, _type="HASH"):
+            outcome = await self._reseal(str(key), str(key)[len(head) :])
+            setattr(counts, outcome, getattr(counts, outcome) + 1)
+        logger.info("task records resealed: %s", counts)
+        return counts
+
+    async def _reseal(self, key: str, task_id: str) -> ResealOutcome:
+        """One record: the name of the `ResealCounts` field it counts under."""
+        for _ in range(_RESEAL_ATTEMPTS):
+            async with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    await pipe.watch(key)
+                    sealed = cast(str | None, await pipe.hget(key, "rec"))
+                    if sealed is None:
+                        return "skipped"
+                    if self._sealer.is_current(sealed):
+                        return "current"
+                    try:
+                        resealed = self._sealer.reseal(task_id, sealed)
+                    except UnreadableRecord as exc:
+                        logger.error("task %s unreadable, left as is: %s", task_id, exc)
+                        return "unreadable"
+                    pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                    pipe.hset(key, "rec", resealed)  # rec only: rev, status and the expiry stay
+                    await pipe.execute()
+                    return "resealed"
+                except WatchError:
+                    continue  # a writer came first (sealing with the primary), or the connection dropped: look again
+        return "skipped"
+
     # The slice queue.
 
     async def take(self, consumer: str, block_ms: int) -> Slice | None:
@@ -255,6 +316,11 @@ class TaskStore:
             pipe.xack(self.stream, GROUP, message_id)
             pipe.xdel(self.stream, message_id)
             await pipe.execute()
+
+
+def _glob_escape(text: str) -> str:
+    """`text` matched literally in a SCAN MATCH pattern (a prefix may hold glob characters)."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 
 def _slice(message_id: str, fields: dict[str, str]) -> Slice:
