@@ -67,9 +67,11 @@ class AdminError(RuntimeError):
     """A worker refused an operator call; the message carries its answer."""
 
 
-def admin_call(worker: FleetWorker, method: str, path: str, **params: Any) -> dict[str, Any]:
+def admin_call(worker: FleetWorker, method: str, path: str, *, timeout: float = 10.0, **params: Any) -> dict[str, Any]:
     headers = {} if worker.admin_token is None else {"Authorization": f"Bearer {worker.admin_token}"}
-    response = httpx.request(method, f"{worker.admin_url}{path}", params=params or None, headers=headers, timeout=10)
+    response = httpx.request(
+        method, f"{worker.admin_url}{path}", params=params or None, headers=headers, timeout=timeout
+    )
     if response.status_code != 200:
         raise AdminError(f"{worker.instance_id}: {method} {path} answered {response.status_code}: {response.text}")
     body: dict[str, Any] = response.json()

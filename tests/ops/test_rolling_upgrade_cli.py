@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 
 from mrtr_client import Client, ScriptedInputs
 from mrtr_ops.waiting import wait_until
+from tests.worker.tasks_support import TaskClient
 
 pytestmark = pytest.mark.slow  # starts a local cluster
 
@@ -38,11 +40,19 @@ def _fleet_versions(work_dir: Path) -> list[int]:
 
 def test_upgrade_then_rollback_through_the_cli(running_cluster: tuple[Path, str]) -> None:
     work_dir, mcp_url = running_cluster
+    tasks = TaskClient(mcp_url.removesuffix("/mcp"))
+    task_id = tasks.create("slow_compute", {"seconds": 0})
+    result = tasks.wait_status(task_id)["result"]  # sealed under the old key, alive for the task TTL (an hour)
     upgrade = [sys.executable, "-m", "mrtr_ops.upgrade", "--work-dir", str(work_dir), "--state-ttl", "1"]
     done = subprocess.run([*upgrade, "--steps-file", str(work_dir / "steps.json")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "retire-key" in done.stdout
     assert _fleet_versions(work_dir) == [2, 2]
+    (retire,) = [s for s in json.loads((work_dir / "steps.json").read_text()) if s["name"] == "retire-key"]
+    assert retire["detail"]["tasks_reseal"]["resealed"] == 1
+    assert retire["detail"]["tasks_reseal"]["unreadable"] == 0
+    assert tasks.get(task_id)["result"] == result  # still readable with the old key gone
+    tasks.close()
     with Client(mcp_url, ScriptedInputs()) as client:
         linked = client.call_tool("link_accounts").structured["linked"]
     assert set(linked) == {"github_login", "google_login", "microsoft_login"}  # v2 asks for Microsoft too

@@ -10,7 +10,11 @@ request in flight never meets an instance that cannot serve it:
 3. `contract-format`: the whole fleet is v2: switch it to the v2 layout.
 4. `promote-key`: the v2 key seals.
 5. `retire-key`: once every state sealed with the old key has expired (one
-   state TTL after the promotion), the old key leaves the ring.
+   state TTL after the promotion), one worker re-seals every task record
+   under the new key (task records outlive a state TTL: up to the task TTL),
+   then the old key leaves the ring. If the reseal cannot run (Redis down),
+   the step fails and the old key stays; a record no key opens is counted
+   in the step, not waited for (it is lost with or without the old key).
 
 Rollback replaces v2 instances by v1 ones the same way, after switching the
 fleet back to the v1 layout (and waiting one TTL if it had contracted, so no
@@ -26,7 +30,9 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
-from mrtr_ops.fleet import Fleet, FleetWorker, admin_call, metric
+import httpx
+
+from mrtr_ops.fleet import AdminError, Fleet, FleetWorker, admin_call, metric
 from mrtr_worker.keyring import KeyRing, new_secret
 
 SKEW_MARGIN_SECONDS = 2.0
@@ -42,6 +48,13 @@ class Step:
 
 
 StepListener = Callable[[Step], None]
+
+RESEAL_TIMEOUT_SECONDS = 300.0
+"""How long one worker may take to walk the task records (one Redis round trip or two per record)."""
+
+
+class RetireRefused(RuntimeError):
+    """The old key stays in the ring: task records could not be moved off it first."""
 
 
 class RollingUpgrade:
@@ -123,8 +136,28 @@ class RollingUpgrade:
     def _retire(self, old_key: str) -> dict[str, Any]:
         self._wait(self._promoted_at + self._ttl + SKEW_MARGIN_SECONDS - time.time())
         accepted_after = self._opened_with(old_key) - self._old_opened_at_promotion
+        tasks = self._reseal_tasks(old_key)
         self._write_ring(self._ring().without_key(old_key))
-        return {**self._reload_all(), "old_key": old_key, "old_key_states_accepted_after_promotion": accepted_after}
+        return {
+            **self._reload_all(),
+            "old_key": old_key,
+            "old_key_states_accepted_after_promotion": accepted_after,
+            "tasks_reseal": tasks,
+        }
+
+    def _reseal_tasks(self, old_key: str) -> dict[str, Any]:
+        """Ask one worker to move every task record onto the new primary; refuse to go on if it cannot."""
+        with_store = [w for w in self._fleet.workers() if admin_call(w, "GET", "/admin/state").get("task_store")]
+        if not with_store:
+            return {"task_store": False}
+        try:
+            counts = admin_call(with_store[0], "POST", "/admin/tasks/reseal", timeout=RESEAL_TIMEOUT_SECONDS)
+        except (AdminError, httpx.HTTPError) as exc:
+            raise RetireRefused(
+                f"not retiring key {old_key!r}: the task records were not resealed ({exc}); "
+                "the ring still holds it; run the upgrade again once the task store is back"
+            ) from exc
+        return {"worker": with_store[0].instance_id, **counts}
 
     def _set_format(self, fmt: int) -> dict[str, Any]:
         for worker in self._fleet.workers():

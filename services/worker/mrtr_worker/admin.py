@@ -48,6 +48,7 @@ def admin_router(worker: Worker) -> APIRouter:
             "keys": ring.sealing_names(),
             "primary_key": ring.primary,
             "state_ttl_seconds": settings.state_ttl_seconds,
+            "task_store": worker.tasks is not None,
         }
 
     @admin.post("/admin/state-format")
