@@ -16,7 +16,7 @@ def _start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_WORKER_")}
     clean["MRTR_WORKER_ALLOW_ANONYMOUS"] = "true"  # the cases below that are about authentication override it
     return subprocess.run(
-        [sys.executable, "-m", "mrtr_worker"], env={**clean, **env}, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "mrtr_worker"], env={**clean, **env}, capture_output=True, text=True, timeout=180
     )
 
 
