@@ -75,12 +75,16 @@ def compose() -> dict[str, Any]:
     return compose_project(ROOT)
 
 
-_DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^}]*)\}")
+_DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^${}]*)\}")
+"""An innermost `${VAR:-default}`: nested ones are replaced from the inside out."""
 
 
 def compose_value(value: object) -> str:
     """A compose value with every `${VAR:-default}` replaced by its default (no .env, no environment)."""
-    return _DEFAULT.sub(lambda m: m.group(1), str(value))
+    text, previous = str(value), None
+    while text != previous:
+        text, previous = _DEFAULT.sub(lambda m: m.group(1), text), text
+    return text
 
 
 def compose_env(service: str) -> dict[str, str]:
