@@ -16,7 +16,7 @@ from mrtr_ops.fleet import Fleet
 from mrtr_ops.local.control import ControlledFleet
 from mrtr_ops.paths import compose_lb_url, compose_project, project_root
 from mrtr_ops.upgrade import rolling
-from mrtr_ops.upgrade.rolling import RollingUpgrade, Step, step_record
+from mrtr_ops.upgrade.rolling import RetireRefused, RollingUpgrade, Step, step_record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{time.strftime('%H:%M:%S')}  {step.name:<18} {step.ended - step.started:6.1f} s  {detail}", flush=True)
 
     upgrade = RollingUpgrade(fleet, state_ttl=args.state_ttl, new_key=args.new_key, on_step=show)
-    steps = upgrade.rollback(wait_for_states=not args.no_wait) if args.rollback else upgrade.upgrade()
+    try:
+        steps = upgrade.rollback(wait_for_states=not args.no_wait) if args.rollback else upgrade.upgrade()
+    except RetireRefused as refused:
+        # Every earlier step is done; the ring still holds the old key, so nothing sealed under it is lost.
+        print(f"rolling-upgrade: stopped at retire-key, the old key kept: {refused}", file=sys.stderr)
+        return 1
     if args.steps_file is not None:
         args.steps_file.write_text(json.dumps([step_record(s) for s in steps], indent=2))
     versions = sorted({w.version for w in fleet.workers()})
