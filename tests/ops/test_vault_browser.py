@@ -44,7 +44,7 @@ def cluster(make_cluster: MakeCluster) -> LocalCluster:
 def browser() -> Iterator[webdriver.Chrome]:
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if chromium is None or driver is None:
-        pytest.skip("headless Chromium is not installed: run scripts/browser-setup (scripts/test does)")
+        pytest.fail("headless Chromium is not installed: run scripts/browser-setup (scripts/test does)")
     options = Options()
     options.binary_location = chromium
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=820,720"):
