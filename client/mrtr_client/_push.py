@@ -127,17 +127,7 @@ class PushFeed:
             return
         self.off = True
         detail = f"HTTP {reply.status}" if reply.status in AUTH_STATUSES else _error_text(reply)
-        record = TaskExchange(
-            SUBSCRIPTIONS_LISTEN,
-            f.task_id,
-            reply.headers.get(_WORKER_ID),
-            reply.headers.get(_WORKER_VERSION),
-            reply.status,
-            reply.elapsed_ms,
-            f.waited,
-            detail=f"push refused: {detail}",
-        )
-        yield from f.note(record)
+        yield from f.note(f.exchange_record(SUBSCRIPTIONS_LISTEN, reply, None, f"push refused: {detail}"))
 
     def _ended(self, f: _Follower, why: str) -> Generator[Step, Any, None]:
         yield from self.close()
