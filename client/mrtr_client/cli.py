@@ -293,7 +293,20 @@ def _failure(exc: MrtrError, status: StatusLine | None, is_task: bool) -> int:
     return 1
 
 
+def _take_task_id(argv: list[str]) -> tuple[list[str], str | None]:
+    """Take the ID out of `task get|cancel|wait ID` before argparse reads the line.
+
+    Task ids are base64url, so one in 64 starts with `-`, which argparse would read as an option
+    (`-hX…` even as `-h`). The ID is the word after the command, whatever it looks like.
+    """
+    for at in range(len(argv) - 2):
+        if argv[at] == "task" and argv[at + 1] in TASK_COMMANDS:
+            return [*argv[: at + 2], *argv[at + 3 :]], argv[at + 2]
+    return argv, None
+
+
 def main(argv: list[str] | None = None, *, http: httpx.Client | None = None) -> int:
+    argv, given_task_id = _take_task_id(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="mrtr-call",
         description=__doc__.split("\n\n")[0],
@@ -326,7 +339,7 @@ def main(argv: list[str] | None = None, *, http: httpx.Client | None = None) -> 
     args = parser.parse_args(argv)
 
     task_command = args.target == "task" and args.arguments[:1] and args.arguments[0] in TASK_COMMANDS
-    if task_command and len(args.arguments) != 2:
+    if task_command and (given_task_id is None or len(args.arguments) != 1):
         parser.error(f"usage: mrtr-call task {'|'.join(TASK_COMMANDS)} ID")
     roots = args.root or [Path.cwd().as_uri()]
     inputs = TerminalInputs(
@@ -339,7 +352,7 @@ def main(argv: list[str] | None = None, *, http: httpx.Client | None = None) -> 
     try:
         with Client(args.url, inputs, policy=policy, token=args.token, http=http, task_policy=task_policy) as client:
             if task_command:
-                command, task_id = args.arguments
+                command, task_id = args.arguments[0], str(given_task_id)
                 if command == "get":
                     _print_snapshot(client.get_task(task_id), args.json)
                     return 0

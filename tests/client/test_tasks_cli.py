@@ -180,6 +180,19 @@ def test_an_unknown_task_is_a_clear_error(capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().err.strip() == "mrtr-call: Unknown task: t-0 (JSON-RPC -32602)"
 
 
+@pytest.mark.parametrize("task_id", ["-UUEw6WVb-5LZlnJhP1gcZ-c_VR2Rhaf", "-hJ2k", "--json-args"])
+def test_a_task_id_that_starts_with_a_dash_is_an_id_not_an_option(
+    task_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ids are base64url: one in 64 starts with `-` (CI met one); argparse alone rejected it."""
+    server = ScriptedServer([wire_task(task_id, "working")])
+    assert _run(server, "task", "get", task_id, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["taskId"] == task_id
+    assert _run(server, "task", "cancel", task_id) == 0
+    assert server.params("tasks/cancel")[0]["taskId"] == task_id
+    assert server.requests[-1][1]["mcp-name"] == task_id
+
+
 def test_task_commands_need_an_id() -> None:
     with pytest.raises(SystemExit) as caught:
         main(["task", "get"])
