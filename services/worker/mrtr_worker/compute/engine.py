@@ -90,6 +90,11 @@ class Engine:
         self._pool: ProcessPoolExecutor | None = None
         self._max_workers = settings.max_concurrent
 
+    @property
+    def slots(self) -> Slots:
+        """The compute slots, shared with the task runner: a task slice that computes holds one too."""
+        return self._slots
+
     async def start(self) -> None:
         if self._executor is not None:
             return

@@ -1,4 +1,8 @@
-"""A fixed number of computation slots, with a first-come queue for calls that may not be shed."""
+"""A fixed number of computation slots, with a first-come queue for calls that may not be shed.
+
+MRTR computations and task slices that compute take slots from the same
+`Slots`, so admission, pressure and the task runner all see the real load.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,18 @@ class Slots:
     def __init__(self, capacity: int) -> None:
         self._free = capacity
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._freed = asyncio.Event()
+
+    @property
+    def available(self) -> bool:
+        """Whether `try_acquire` would succeed now: what the task runner checks before taking a slice."""
+        return self._free > 0 and not self.waiting
+
+    async def wait_available(self) -> None:
+        """Return once a slot is free and nobody is queued for it (it is not taken: `try_acquire` may still lose)."""
+        while not self.available:
+            self._freed.clear()
+            await self._freed.wait()
 
     @property
     def waiting(self) -> int:
@@ -47,3 +63,4 @@ class Slots:
                 waiter.set_result(None)
                 return
         self._free += 1
+        self._freed.set()
