@@ -1,15 +1,20 @@
-"""What the MCP layer costs: a trivial `tools/call` on our worker against a bare FastAPI endpoint.
+"""What the MCP layer costs: a trivial `tools/call` on our worker against its peers.
 
-Both servers run as single uvicorn processes on loopback, parse the same
-JSON-RPC body and answer the same text; the load generator runs in this
-process. Reported: requests per second and CPU milliseconds per request
-(the server process's own user+system time, so the load generator's share
-does not count), and the ratios between the two, from one interleaved run.
+Every server runs as a single uvicorn process on loopback and answers the
+same `echo` call: our worker; the MCP SDK's own bare stateless app
+(`benchmarks/_peers/sdk_app.py`, the target's reference); FastMCP 4 on the
+same 2026-07-28 wire (`benchmarks/_peers/fastmcp_app.py`, when the `bench`
+dependency group is installed); and a bare FastAPI endpoint that parses the
+same JSON-RPC body with no MCP at all (`benchmarks/bare_app.py`). The load
+generator runs in this process. Reported: requests per second and CPU
+milliseconds per request (the server process's own user+system time, so the
+load generator's share does not count), and the ratios, from one interleaved run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import sys
 import tempfile
@@ -21,6 +26,13 @@ from benchmarks.report import parser, publish
 from mrtr_ops.local.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_worker.keyring import new_ring
 
+WORKER = "mrtr worker"
+SDK = "MCP SDK bare stateless app"
+FASTMCP = "FastMCP 4"
+FASTAPI = "bare FastAPI (no MCP)"
+TARGET_CPU_RATIO = 1.2
+"""Issue 13: the worker's CPU per call at most 1.2x the SDK's bare app's."""
+
 
 async def _measure(process: ManagedProcess, url: str, concurrency: int, duration: float) -> tuple[LoadResult, float]:
     await closed_loop(url, echo_request, concurrency=concurrency, duration=min(1.0, duration))  # warm-up
@@ -29,43 +41,44 @@ async def _measure(process: ManagedProcess, url: str, concurrency: int, duration
     return result, cpu_seconds(process.pid) - before
 
 
+def _uvicorn(name: str, app: str, work: Path) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    process = ManagedProcess(
+        name=name,
+        argv=[sys.executable, "-m", "uvicorn", app, "--port", str(port), "--log-level", "warning", "--no-access-log"],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        log_path=work / f"{name}.log",
+        ready_url=f"http://127.0.0.1:{port}/readyz",
+    )
+    return process, f"http://127.0.0.1:{port}/mcp"
+
+
+def _targets(work: Path) -> dict[str, tuple[ManagedProcess, str]]:
+    ring = work / "keyring.json"
+    ring.write_text(new_ring("bench").dumps())
+    spec = WorkerSpec("bench-worker", free_port(), ring)
+    targets = {
+        WORKER: (spec.process(work), f"{spec.url}/mcp"),
+        SDK: _uvicorn("sdk-bare", "benchmarks._peers.sdk_app:app", work),
+    }
+    if importlib.util.find_spec("fastmcp") is not None:
+        targets[FASTMCP] = _uvicorn("fastmcp", "benchmarks._peers.fastmcp_app:app", work)
+    targets[FASTAPI] = _uvicorn("bare-fastapi", "benchmarks.bare_app:app", work)
+    return targets
+
+
 def main() -> int:
     options = parser(__doc__, duration=5.0, duration_help="seconds per measurement (two per server)")
     options.add_argument("--concurrency", type=int, default=8)
     args = options.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="mrtr-bench-"))
-    ring = work / "keyring.json"
-    ring.write_text(new_ring("bench").dumps())
-    spec = WorkerSpec("bench-worker", free_port(), ring)
-    worker = spec.process(work)
-    bare_port = free_port()
-    bare = ManagedProcess(
-        name="bare-fastapi",
-        argv=[
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "benchmarks.bare_app:app",
-            "--port",
-            str(bare_port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-        log_path=work / "bare.log",
-        ready_url=f"http://127.0.0.1:{bare_port}/readyz",
-    )
-    targets = {
-        "mrtr worker (MCP SDK)": (worker, f"{spec.url}/mcp"),
-        "bare FastAPI": (bare, f"http://127.0.0.1:{bare_port}/mcp"),
-    }
+    targets = _targets(work)
     totals = {name: (LoadResult(), 0.0) for name in targets}
     try:
         for process, _ in targets.values():
             process.start().wait_ready()
-        for _ in range(2):  # interleaved, so drift in machine load hits both alike
+        for _ in range(2):  # interleaved, so drift in machine load hits every server alike
             for name, (process, url) in targets.items():
                 result, cpu = asyncio.run(_measure(process, url, args.concurrency, args.duration))
                 total, total_cpu = totals[name]
@@ -82,18 +95,31 @@ def main() -> int:
     for name, (result, cpu) in totals.items():
         cpu_ms = cpu / result.requests * 1000 if result.requests else float("nan")
         rows.append((name, result.rps, cpu_ms, result.p50, result.percentile(99), result.errors))
-    (_, w_rps, w_cpu, *_), (_, b_rps, b_cpu, *_) = rows
+    by_name = {row[0]: row for row in rows}
+    worker = by_name[WORKER]
+    cpu_ratio = worker[2] / by_name[SDK][2]
+    verdict = "met" if cpu_ratio <= TARGET_CPU_RATIO else "**not met**"
+    ratios = ", ".join(
+        f"{name}: throughput {worker[1] / row[1]:.2f}x, CPU per request {worker[2] / row[2]:.2f}x"
+        for name, row in by_name.items()
+        if name != WORKER
+    )
+    missing = "" if FASTMCP in by_name else " (FastMCP 4 left out: install the `bench` dependency group)"
     lines = [
-        "## Worker overhead: trivial `tools/call` against a bare FastAPI endpoint",
+        "## Worker overhead: trivial `tools/call` against the MCP SDK's bare app, FastMCP 4 and bare FastAPI",
         "",
-        f"Closed loop, {args.concurrency} concurrent clients, 2 x {args.duration:.0f} s per server, interleaved. "
-        "CPU is the server process's own time per request.",
+        f"Closed loop, {args.concurrency} concurrent clients, 2 x {args.duration:.0f} s per server, interleaved; "
+        "every server answers the same `echo` call on the 2026-07-28 wire, every answer checked. "
+        f"CPU is the server process's own time per request.{missing}",
         "",
         "| server | requests/s | CPU ms/request | p50 ms | p99 ms | errors |",
         "|---|---:|---:|---:|---:|---:|",
         *(f"| {n} | {rps:.0f} | {cpu:.2f} | {p50:.2f} | {p99:.2f} | {err} |" for n, rps, cpu, p50, p99, err in rows),
         "",
-        f"Ratio worker/bare: throughput {w_rps / b_rps:.2f}x, CPU per request {w_cpu / b_cpu:.2f}x.",
+        f"Worker against each peer: {ratios}.",
+        "",
+        f"Target: the worker's CPU per call at most {TARGET_CPU_RATIO}x the SDK's bare app's: "
+        f"{cpu_ratio:.2f}x, {verdict}.",
     ]
     publish("worker-overhead", lines, write=not args.no_report)
     return 1 if any(row[5] for row in rows) else 0
