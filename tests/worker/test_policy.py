@@ -25,8 +25,11 @@ def boundary(
     draining: bool = False,
     steps: int = 0,
     pace: Pace | None = None,
+    alone: bool = False,
 ) -> Boundary:
-    return Boundary(slice_ms=slice_ms, hops=hops, waiting=waiting, draining=draining, steps=steps, pace=pace)
+    return Boundary(
+        slice_ms=slice_ms, hops=hops, waiting=waiting, draining=draining, steps=steps, pace=pace, alone=alone
+    )
 
 
 @pytest.mark.parametrize(
@@ -273,3 +276,133 @@ def test_rounds_a_request_can_take_are_bounded_by_the_budget(budget: int) -> Non
     # What a client's round cap has to allow at most: the ageing hops plus the straggler budget, then the result.
     assert len(ends) <= policy.settings.priority_after_hops + budget + 1
     assert ends[-1] is None
+
+
+# Task slices (`task_slice_end`): a 1000 ms slice is measured over 500 ms; no ageing, no round cap.
+TASK_SLICE_MS = 1000.0
+
+TASK_SLICES = {
+    "fresh": (DEFAULT, boundary(0), None),
+    "runs to its slice": (DEFAULT, boundary(999.9, steps=9), None),
+    "the slice's end": (DEFAULT, boundary(1000, steps=10), EndOfRound.SLICE),
+    "the slice's end, shedding off": (OFF, boundary(1000, steps=10), EndOfRound.SLICE),  # checkpoints regardless
+    "drain at once": (DEFAULT, boundary(0, draining=True), EndOfRound.DRAIN),
+    "drain over straggler": (DEFAULT, boundary(600, steps=1, pace=SEEN_10, draining=True), EndOfRound.DRAIN),
+    # straggler: measured over half the slice
+    "slow, before the measured part": (DEFAULT, boundary(499, steps=1, pace=SEEN_10), None),
+    "slow, measured": (DEFAULT, boundary(500, steps=2, pace=SEEN_10), EndOfRound.STRAGGLER),
+    "exactly half the rate": (DEFAULT, boundary(500, steps=3, pace=Pace(12.0, 2)), None),
+    "under half the rate": (DEFAULT, boundary(500, steps=2, pace=Pace(12.0, 2)), EndOfRound.STRAGGLER),
+    "as fast as before": (DEFAULT, boundary(500, steps=5, pace=SEEN_10), None),
+    "no step here yet": (DEFAULT, boundary(800, steps=0, pace=SEEN_10), None),
+    "no pace carried": (DEFAULT, boundary(500, steps=1), None),
+    "budget spent: runs to its end": (DEFAULT, boundary(999, steps=1, pace=Pace(10, 3, moves=3)), None),
+    "budget spent, the end": (DEFAULT, boundary(1000, steps=1, pace=Pace(10, 3, moves=3)), EndOfRound.SLICE),
+    "alone: no move": (DEFAULT, boundary(500, steps=1, pace=SEEN_10, alone=True), None),
+    "alone, the end": (DEFAULT, boundary(1000, steps=1, pace=SEEN_10, alone=True), EndOfRound.SLICE),
+    "rule off": (STRAGGLER_OFF, boundary(500, steps=1, pace=SEEN_10), None),
+    "shedding off": (OFF, boundary(500, steps=1, pace=SEEN_10), None),
+    # pressure: a computation queued here for a slot, after the minimum slice; hops never pin a task
+    "pressure before min slice": (DEFAULT, boundary(199, waiting=1), None),
+    "pressure": (DEFAULT, boundary(200, waiting=1), EndOfRound.PRESSURE),
+    "pressure, many hops": (DEFAULT, boundary(200, hops=40, waiting=1), EndOfRound.PRESSURE),
+    "pressure, shedding off": (OFF, boundary(200, waiting=1), None),
+    "straggler over pressure": (DEFAULT, boundary(500, steps=1, waiting=1, pace=SEEN_10), EndOfRound.STRAGGLER),
+}
+
+
+def test_task_boundaries_default_to_others_being_there() -> None:
+    assert Boundary(slice_ms=0, hops=0, waiting=0, draining=False).alone is False
+
+
+@pytest.mark.parametrize(("policy", "at", "expected"), TASK_SLICES.values(), ids=TASK_SLICES.keys())
+def test_task_slice_boundary(policy: SheddingPolicy, at: Boundary, expected: EndOfRound | None) -> None:
+    assert policy.task_slice_end(at, TASK_SLICE_MS) == expected
+
+
+@pytest.mark.parametrize(("slice_ms", "measured"), [(1000, 500), (400, 200), (50, 25), (3000, 1000), (10_000, 1000)])
+def test_a_task_slice_is_measured_over_half_its_length_at_most_the_call_window(slice_ms: int, measured: float) -> None:
+    assert DEFAULT.task_measure_ms(slice_ms) == measured
+
+
+def test_a_task_slice_taken_by_the_straggler_it_fled_moves_on_unless_it_is_alone() -> None:
+    fled = Pace(10, 2, 1, fled="w-here")
+    assert DEFAULT.fled_here(fled, "w-here") is True
+    assert DEFAULT.fled_here(fled, "w-here", alone=True) is False
+    assert DEFAULT.fled_here(Pace(10, 2, 3, fled="w-here"), "w-here") is False  # budget spent
+
+
+TASK_MEASURED = {
+    "first slice": (None, 4, 1000, EndOfRound.SLICE, Pace(4.0, 1, 0)),
+    "a move counts, its rate left out": (Pace(10.0, 3, 1), 1, 500, EndOfRound.STRAGGLER, Pace(10.0, 3, 2, "w-here")),
+    "a fled put-back counts": (Pace(10.0, 3, 1, "w-here"), 0, 0, EndOfRound.STRAGGLER, Pace(10.0, 3, 2, "w-here")),
+    # the budget bounds moves in a row: a slice that ran resets it
+    "a slice elsewhere resets moves": (Pace(10.0, 3, 2, "w-x"), 10, 1000, EndOfRound.SLICE, Pace(10.0, 4, 0, "w-x")),
+    "a slice on the fled one clears it": (Pace(10.0, 3, 3, "w-here"), 2, 1000, EndOfRound.SLICE, Pace(6.0, 4, 0)),
+    "pressure resets too": (Pace(10.0, 3, 2), 2, 200, EndOfRound.PRESSURE, Pace(10.0, 4, 0)),
+    "nothing ran: unchanged": (Pace(10.0, 3, 2, "w-here"), 0, 0, EndOfRound.DRAIN, Pace(10.0, 3, 2, "w-here")),
+    "no pace, nothing ran": (None, 0, 0, EndOfRound.DRAIN, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("before", "steps", "slice_ms", "reason", "after"), TASK_MEASURED.values(), ids=TASK_MEASURED.keys()
+)
+def test_task_pace_after_a_slice(
+    before: Pace | None, steps: int, slice_ms: float, reason: EndOfRound, after: Pace | None
+) -> None:
+    assert SheddingPolicy.measured_slice(before, steps, slice_ms, reason, "w-here") == after
+
+
+def task_journey(
+    policy: SheddingPolicy, step_ms: dict[str, float], takers: list[str], steps: int, alone: bool = False
+) -> list[tuple[str, EndOfRound | None]]:
+    """A task of `steps` steps whose slices are taken by `takers` in turn (cycled): (taker, how the slice ended)."""
+    pace: Pace | None = None
+    ends: list[tuple[str, EndOfRound | None]] = []
+    while steps:
+        instance = takers[len(ends) % len(takers)]
+        ms, here = step_ms[instance], 0
+        reason = EndOfRound.STRAGGLER if policy.fled_here(pace, instance, alone=alone) else None
+        while steps and reason is None:
+            at = boundary(here * ms, steps=here, pace=pace, alone=alone)
+            reason = policy.task_slice_end(at, TASK_SLICE_MS)
+            if reason is None:
+                here, steps = here + 1, steps - 1
+        ends.append((instance, reason))
+        pace = policy.measured_slice(pace, here, here * ms, reason, instance)
+        assert len(ends) < 1000, f"bouncing: {ends}"
+    return ends
+
+
+SPEEDS = {"fast": 100.0, "slow": 400.0}
+
+
+def test_a_task_leaves_a_quarter_speed_instance_at_its_measured_boundary() -> None:
+    ends = task_journey(DEFAULT, SPEEDS, ["fast", "slow"], steps=40)
+    assert ends[:2] == [("fast", SLICE), ("slow", STRAGGLER)]
+    assert ("slow", SLICE) not in ends  # every slice the slow one took, it gave up half-way
+    assert all(instance == "fast" for instance, end in ends if end is None)
+
+
+def test_a_task_the_straggler_keeps_taking_moves_at_most_budget_times_in_a_row_then_runs() -> None:
+    # The queue hands every slice back to the slow instance: three moves, then a full slice there, and so on.
+    ends = task_journey(DEFAULT, SPEEDS, ["fast", "slow", "slow", "slow", "slow", "slow"], steps=30)
+    budget = DEFAULT.settings.straggler_budget
+    assert ends[1 : 2 + budget] == [("slow", STRAGGLER)] * budget + [("slow", SLICE)]
+    run = 0
+    for _, end in ends:  # never more than the budget in a row: the task always progresses
+        run = run + 1 if end is STRAGGLER else 0
+        assert run <= budget
+    assert ends[-1][1] is None
+
+
+def test_a_task_alone_on_one_instance_never_moves() -> None:
+    # One worker that slowed down since the last slice: no one to move to, so the slice runs to its end.
+    ends = task_journey(DEFAULT, SPEEDS, ["fast", "slow"], steps=40, alone=True)
+    assert STRAGGLER not in {end for _, end in ends}
+
+
+def test_a_task_fast_everywhere_never_moves() -> None:
+    ends = task_journey(DEFAULT, {"a": 100.0, "b": 140.0, "c": 70.0}, ["a", "b", "c"], steps=60)
+    assert STRAGGLER not in {end for _, end in ends}

@@ -24,17 +24,27 @@ than the step in progress (and a drain takes at most one step):
   `straggler_budget`, carried in the state (with the SDK client's default cap
   of 10 rounds, 4 ageing hops and 3 moves leave 3 rounds for questions and
   drains).
+
+Task slices (`tasks.runner`) follow the same rules where they apply, through
+`task_slice_end`: the checkpoint carries the pace, a slice measured well
+below it ends at that boundary and goes back on the queue (a move), and a
+slice taken by the straggler it fled goes back at once. A task has no round
+cap and never ages, so the budget bounds moves in a row: a slice that runs
+to its normal end (after the budget, at the latest) resets it, and no slice
+moves when no other instance could take it (one worker).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.state_layout import Pace
 
 PACE_WEIGHT = 0.5
 """Weight of the newest slice in a request's step rate: two or three instances make the reference."""
+TASK_MEASURE_SHARE = 0.5
+"""A task slice is measured over this share of its length (at most the MRTR window), so a move saves the rest."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,8 @@ class Boundary:
     """Steps run in this slice, here."""
     pace: Pace | None = None
     """The rate the request saw before this round, if it carries one."""
+    alone: bool = False
+    """No other instance could take the work on (a task slice put back would come straight back here): no move."""
 
 
 class SheddingPolicy:
@@ -93,16 +105,46 @@ class SheddingPolicy:
             return EndOfRound.SLICE
         return None
 
-    def straggling(self, b: Boundary) -> bool:
-        """Whether this instance has run the request clearly slower than its earlier instances did."""
-        if not self._may_move(b.pace) or b.steps == 0 or b.slice_ms < self.settings.straggler_min_slice_ms:
+    def task_slice_end(self, b: Boundary, slice_ms: float) -> EndOfRound | None:
+        """Why a task slice of at most `slice_ms` ends at this boundary, or None to run the next step.
+
+        A drain first; then a straggler move, measured over `task_measure_ms`; then pressure (a
+        computation queued here for a slot: the slice goes back on the queue for any instance, after
+        the same minimum slice as a call); then the slice's own end, which checkpoints even with
+        shedding off. No ageing: a task has no round cap to protect, and the queue is first come.
+        """
+        if b.draining:
+            return EndOfRound.DRAIN
+        if not b.alone and self.straggling(b, self.task_measure_ms(slice_ms)):
+            return EndOfRound.STRAGGLER
+        s = self.settings
+        if s.enabled and b.waiting and b.slice_ms >= s.min_slice_ms:
+            return EndOfRound.PRESSURE
+        if b.slice_ms >= slice_ms:
+            return EndOfRound.SLICE
+        return None
+
+    def task_measure_ms(self, slice_ms: float) -> float:
+        """How long a task slice runs here before its rate is compared: part of the slice, at most the MRTR window."""
+        return min(float(self.settings.straggler_min_slice_ms), slice_ms * TASK_MEASURE_SHARE)
+
+    def straggling(self, b: Boundary, min_slice_ms: float | None = None) -> bool:
+        """Whether this instance has run the request clearly slower than its earlier instances did.
+
+        `min_slice_ms`: the measured time before rates are compared (default: `straggler_min_slice_ms`).
+        """
+        measure = self.settings.straggler_min_slice_ms if min_slice_ms is None else min_slice_ms
+        if not self._may_move(b.pace) or b.steps == 0 or b.slice_ms < measure:
             return False
         assert b.pace is not None
         return b.steps * 1000 / b.slice_ms < self.settings.straggler_ratio * b.pace.rate
 
-    def fled_here(self, pace: Pace | None, instance_id: str) -> bool:
-        """Whether a round arrives at the straggler it last left (round robin brings it back): move on unmeasured."""
-        return self._may_move(pace) and pace is not None and pace.fled == instance_id
+    def fled_here(self, pace: Pace | None, instance_id: str, *, alone: bool = False) -> bool:
+        """Whether a round arrives at the straggler it last left (round robin brings it back): move on unmeasured.
+
+        `alone`: no other instance could take it (a task on a one-worker fleet): it stays.
+        """
+        return not alone and self._may_move(pace) and pace is not None and pace.fled == instance_id
 
     def _may_move(self, pace: Pace | None) -> bool:
         s = self.settings
@@ -125,6 +167,18 @@ class SheddingPolicy:
             return Pace(rate=rate, samples=1, moves=pace.moves if pace is not None else 0)
         weighted = PACE_WEIGHT * rate + (1 - PACE_WEIGHT) * pace.rate
         return Pace(rate=weighted, samples=pace.samples + 1, moves=pace.moves, fled=pace.fled)
+
+    @classmethod
+    def measured_slice(
+        cls, pace: Pace | None, steps: int, slice_ms: float, reason: EndOfRound | None, instance_id: str
+    ) -> Pace | None:
+        """The pace a task's checkpoint carries after a slice: as `measured`, but a slice that ran steps and was
+        not a move resets the moves (the budget bounds moves in a row: a task has no round cap), and one measured on the
+        instance it fled clears that mark (its rate is in the reference now)."""
+        after = cls.measured(pace, steps, slice_ms, reason, instance_id)
+        if after is None or reason is EndOfRound.STRAGGLER or steps == 0:
+            return after  # a move, or nothing ran: nothing to reset
+        return replace(after, moves=0, fled=None if after.fled == instance_id else after.fled)
 
     def retry_after_ms(self, reason: EndOfRound, hops: int) -> int:
         """The `_meta` retry hint: at once after a yield, growing backoff when admission is refused."""
