@@ -48,13 +48,19 @@ async def make_rude() -> AsyncIterator[MakeRude]:
         await backend.stop()
 
 
+@pytest.fixture(params=["aiohttp", "lean"])
+def engine(request: pytest.FixtureRequest) -> str:
+    """Every proxy test runs on both engines: they must keep the same contract."""
+    return str(request.param)
+
+
 @pytest.fixture
-async def make_lb(client: aiohttp.ClientSession) -> AsyncIterator[MakeLB]:
+async def make_lb(client: aiohttp.ClientSession, engine: str) -> AsyncIterator[MakeLB]:
     """Start a proxy on an ephemeral port and wait until every static backend is in rotation."""
     started: list[RunningLB] = []
 
     async def make(*, resolver: Resolver | None = None, wait: bool = True, **overrides: Any) -> RunningLB:
-        config: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "health_interval": 0.05}
+        config: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "health_interval": 0.05, "engine": engine}
         config.update(overrides)
         lb = await start_server(Settings(**config), resolver=resolver)
         started.append(lb)

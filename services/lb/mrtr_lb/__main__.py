@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from pydantic import ValidationError
@@ -46,13 +47,23 @@ def load_settings(args: argparse.Namespace) -> Settings:
         _die(f"bad configuration: {describe_error(exc)}")
 
 
+def _loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The lean engine runs on uvloop (libuv's loop: less CPU per read and write); aiohttp on asyncio's own."""
+    if settings.engine != "lean":
+        return None
+    import uvloop
+
+    return uvloop.new_event_loop
+
+
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(parse_args(argv))
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     try:
-        asyncio.run(serve_until_signalled(settings))
+        with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
+            runner.run(serve_until_signalled(settings))
     except OSError as exc:  # e.g. the port is taken
         _die(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
     except KeyboardInterrupt:

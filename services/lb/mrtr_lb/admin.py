@@ -2,18 +2,40 @@
 
 They let an operator (or the cluster launcher) see the pool, drain a worker
 before stopping it, and scrape metrics, without a second port to manage.
+The answers are plain (status, body) pairs so that both forwarding engines
+serve the very same admin API.
 """
 
 from __future__ import annotations
 
-from aiohttp import web
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from .backends import BackendPool
 from .config import normalize_backend_url
 from .metrics import CONTENT_TYPE_LATEST, LbMetrics
-from .proxy import jsonrpc_error
 
 PREFIX = "/lb"
+JSON = "application/json; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One admin answer, independent of the HTTP engine that sends it."""
+
+    status: int
+    body: bytes
+    content_type: str = JSON
+
+
+def json_reply(value: object, status: int = 200) -> Reply:
+    return Reply(status, json.dumps(value).encode())
+
+
+def jsonrpc_error_body(message: str, code: int = -32603) -> bytes:
+    """A small JSON-RPC error body: MCP clients parse it instead of choking on HTML."""
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
 
 
 class Admin:
@@ -22,77 +44,76 @@ class Admin:
     def __init__(self, pool: BackendPool, metrics: LbMetrics) -> None:
         self._pool = pool
         self._metrics = metrics
+        self._routes: dict[tuple[str, str], Callable[[Mapping[str, str]], Reply]] = {
+            ("GET", "/healthz"): self.healthz,
+            ("GET", "/backends"): self.backends,
+            ("POST", "/backends/drain"): self.drain,
+            ("POST", "/backends/undrain"): self.undrain,
+            ("POST", "/backends/add"): self.add,
+            ("POST", "/backends/remove"): self.remove,
+            ("GET", "/metrics"): self.metrics,
+        }
 
-    def routes(self) -> list[web.RouteDef]:
-        return [
-            web.get(f"{PREFIX}/healthz", self.healthz),
-            web.get(f"{PREFIX}/backends", self.backends),
-            web.post(f"{PREFIX}/backends/drain", self.drain),
-            web.post(f"{PREFIX}/backends/undrain", self.undrain),
-            web.post(f"{PREFIX}/backends/add", self.add),
-            web.post(f"{PREFIX}/backends/remove", self.remove),
-            web.get(f"{PREFIX}/metrics", self.metrics),
-            web.route("*", PREFIX + "/{tail:.*}", self.not_found),
-        ]
+    def answer(self, method: str, path: str, query: Mapping[str, str]) -> Reply:
+        """Dispatch one admin request; ``/lb/`` is reserved, so unknown paths are 404, never proxied."""
+        method = "GET" if method == "HEAD" else method
+        handler = self._routes.get((method, path.removeprefix(PREFIX)))
+        if handler is None:
+            return Reply(404, jsonrpc_error_body(f"no admin endpoint {path}", code=-32601))
+        return handler(query)
 
-    async def healthz(self, request: web.Request) -> web.Response:
+    def healthz(self, query: Mapping[str, str]) -> Reply:
         """The proxy itself is alive; says nothing about the workers."""
         eligible = sum(1 for b in self._pool if b.eligible)
-        return web.json_response({"status": "ok", "backends": len(self._pool), "eligible": eligible})
+        return json_reply({"status": "ok", "backends": len(self._pool), "eligible": eligible})
 
-    async def backends(self, request: web.Request) -> web.Response:
-        return web.json_response(self._pool.snapshot())
+    def backends(self, query: Mapping[str, str]) -> Reply:
+        return json_reply(self._pool.snapshot())
 
-    async def drain(self, request: web.Request) -> web.Response:
+    def drain(self, query: Mapping[str, str]) -> Reply:
         """No new requests for this backend; those in flight finish normally."""
-        return self._set_drained(request, True)
+        return self._set_drained(query, True)
 
-    async def undrain(self, request: web.Request) -> web.Response:
-        return self._set_drained(request, False)
+    def undrain(self, query: Mapping[str, str]) -> Reply:
+        return self._set_drained(query, False)
 
-    async def add(self, request: web.Request) -> web.Response:
+    def add(self, query: Mapping[str, str]) -> Reply:
         """Put a new backend in the pool; it joins the rotation after its first good health check."""
-        url = _backend_url(request)
-        if isinstance(url, web.Response):
+        url = _backend_url(query)
+        if isinstance(url, Reply):
             return url
         backend = self._pool.add(url, "admin")
         self._pool.notify_changed()
-        return web.json_response(backend.as_json())
+        return json_reply(backend.as_json())
 
-    async def remove(self, request: web.Request) -> web.Response:
+    def remove(self, query: Mapping[str, str]) -> Reply:
         """Forget a backend (drain it first); requests already on it finish."""
-        url = _backend_url(request)
-        if isinstance(url, web.Response):
+        url = _backend_url(query)
+        if isinstance(url, Reply):
             return url
         backend = self._pool.remove(url)
         if backend is None:
-            return web.json_response({"error": f"unknown backend {url}"}, status=404)
+            return json_reply({"error": f"unknown backend {url}"}, status=404)
         self._pool.notify_changed()
-        return web.json_response(backend.as_json())
+        return json_reply(backend.as_json())
 
-    def _set_drained(self, request: web.Request, drained: bool) -> web.Response:
-        url = _backend_url(request)
-        if isinstance(url, web.Response):
+    def _set_drained(self, query: Mapping[str, str], drained: bool) -> Reply:
+        url = _backend_url(query)
+        if isinstance(url, Reply):
             return url
         backend = self._pool.get(url)
         if backend is None:
-            return web.json_response({"error": f"unknown backend {url}"}, status=404)
+            return json_reply({"error": f"unknown backend {url}"}, status=404)
         self._pool.set_drained(backend, drained)
-        return web.json_response(backend.as_json())
+        return json_reply(backend.as_json())
 
-    async def metrics(self, request: web.Request) -> web.Response:
-        response = web.Response(body=self._metrics.render(self._pool))
-        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
-        return response
-
-    async def not_found(self, request: web.Request) -> web.Response:
-        """``/lb/`` is reserved: unknown admin paths are never proxied."""
-        return jsonrpc_error(404, f"no admin endpoint {request.path}", code=-32601)
+    def metrics(self, query: Mapping[str, str]) -> Reply:
+        return Reply(200, self._metrics.render(self._pool), CONTENT_TYPE_LATEST)
 
 
-def _backend_url(request: web.Request) -> str | web.Response:
-    """The normalized `url` query parameter, or a 400 response saying what is wrong with it."""
+def _backend_url(query: Mapping[str, str]) -> str | Reply:
+    """The normalized `url` query parameter, or a 400 answer saying what is wrong with it."""
     try:
-        return normalize_backend_url(request.query.get("url", ""))
+        return normalize_backend_url(query.get("url", ""))
     except ValueError as exc:
-        return web.json_response({"error": f"bad url: {exc}"}, status=400)
+        return json_reply({"error": f"bad url: {exc}"}, status=400)

@@ -1,4 +1,4 @@
-"""Wiring: one aiohttp application = pool + health checks + discovery + proxy + admin.
+"""Wiring of the aiohttp engine: one aiohttp application = pool + background checks + proxy + admin.
 
 aiohttp serves both sides: its server streams responses chunk by chunk and
 its ClientSession pool held up under concurrency in our benchmark (README).
@@ -6,19 +6,17 @@ its ClientSession pool held up under concurrency in our benchmark (README).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
 
-from .admin import Admin
+from .admin import PREFIX, Admin
 from .backends import BackendPool
+from .background import background
 from .config import Settings
-from .discovery import DnsDiscovery, Resolver, system_resolver
-from .health import HealthChecker
+from .discovery import Resolver
 from .metrics import LbMetrics
 from .proxy import Proxy, jsonrpc_error
 
@@ -85,53 +83,22 @@ def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.A
     app[POOL_KEY] = pool
     app[METRICS_KEY] = metrics
     app[SETTINGS_KEY] = settings
+    proxy = Proxy(pool, metrics, settings)
+    admin = Admin(pool, metrics)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        async with (
-            upstream_session(settings) as session,
-            aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(force_close=True), cookie_jar=aiohttp.DummyCookieJar()
-            ) as health_session,
-        ):
-            health = HealthChecker(
-                pool,
-                health_session,
-                interval=settings.health_interval,
-                timeout=settings.health_timeout,
-                path=settings.health_path,
-                unresponsive_after=settings.unresponsive_after,
-            )
-            tasks: list[asyncio.Task[None]] = []
-            target = settings.dns_target
-            if target is not None:
-                discovery = DnsDiscovery(
-                    pool,
-                    *target,
-                    interval=settings.dns_interval,
-                    resolver=resolver or system_resolver(settings.dns_family),
-                    scheme=settings.backend_scheme,
-                    on_change=health.sync,
-                )
-                await discovery.refresh()
-                tasks.append(asyncio.create_task(discovery.run(), name="dns discovery"))
-            # One round of checks before serving, so traffic flows from the first request.
-            await health.check_all()
-            health.sync()
-            pool.subscribe(health.sync)
+        async with upstream_session(settings) as session, background(settings, pool, resolver):
             proxy.attach(session)
-            try:
-                yield
-            finally:
-                for task in tasks:
-                    task.cancel()
-                for task in tasks:
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-                await health.close()
+            yield
 
-    proxy = Proxy(pool, metrics, settings)
+    async def admin_handler(request: web.Request) -> web.Response:
+        reply = admin.answer(request.method, request.path, request.query)
+        response = web.Response(status=reply.status, body=reply.body)
+        response.headers["Content-Type"] = reply.content_type
+        return response
+
     app.cleanup_ctx.append(lifecycle)
-    app.add_routes(Admin(pool, metrics).routes())
+    app.router.add_route("*", PREFIX + "/{tail:.*}", admin_handler)
     for path in settings.proxy_paths:
         app.router.add_route("*", path, proxy.handle)
     app.router.add_route("*", "/{tail:.*}", _not_proxied)

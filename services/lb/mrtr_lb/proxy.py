@@ -329,24 +329,40 @@ class Proxy:
         log.warning("%s error on %s: %s", kind, backend.url, describe(exc))
 
     def _finish(self, request: web.Request, out: Outcome, started: float) -> None:
-        elapsed = time.perf_counter() - started
-        self._metrics.responses.labels(str(out.status)).inc()
-        self._metrics.duration.observe(elapsed)
-        access_log.info(
-            "%s %s mcp_method=%s mcp_name=%s backend=%s status=%d duration_ms=%.1f retried=%s "
-            "attempts=%d result=%s worker=%s",
-            request.method,
-            _field(request.path),
-            _field(request.headers.get("Mcp-Method")),
-            _field(request.headers.get("Mcp-Name")),
-            out.backend,
-            out.status,
-            elapsed * 1000,
-            "yes" if out.attempts > 1 else "no",
-            out.attempts,
-            out.result,
-            _field(out.worker),
-        )
+        h = request.headers
+        record(self._metrics, request.method, request.path, h.get("Mcp-Method"), h.get("Mcp-Name"), out, started)
+
+
+def record(
+    metrics: LbMetrics,
+    method: str,
+    path: str,
+    mcp_method: str | None,
+    mcp_name: str | None,
+    out: Outcome,
+    started: float,
+) -> None:
+    """Metrics and the one access-log line of a finished request (both engines)."""
+    elapsed = time.perf_counter() - started
+    metrics.responses.labels(str(out.status)).inc()
+    metrics.duration.observe(elapsed)
+    if not access_log.isEnabledFor(logging.INFO):
+        return
+    access_log.info(
+        "%s %s mcp_method=%s mcp_name=%s backend=%s status=%d duration_ms=%.1f retried=%s "
+        "attempts=%d result=%s worker=%s",
+        method,
+        _field(path),
+        _field(mcp_method),
+        _field(mcp_name),
+        out.backend,
+        out.status,
+        elapsed * 1000,
+        "yes" if out.attempts > 1 else "no",
+        out.attempts,
+        out.result,
+        _field(out.worker),
+    )
 
 
 def _field(value: str | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -12,6 +13,7 @@ from aiohttp import web
 from .app import create_app
 from .config import Settings
 from .discovery import Resolver
+from .lean_server import LeanServer
 
 log = logging.getLogger("mrtr_lb")
 
@@ -20,25 +22,24 @@ log = logging.getLogger("mrtr_lb")
 class RunningLB:
     """A started proxy; ``url`` is where clients connect (the real port if 0 was asked)."""
 
-    runner: web.AppRunner
     host: str
     port: int
+    _stop: Callable[[], Awaitable[None]]
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    @property
-    def app(self) -> web.Application:
-        return self.runner.app
-
     async def stop(self) -> None:
-        await self.runner.cleanup()
+        await self._stop()
 
 
 async def start_server(settings: Settings, *, resolver: Resolver | None = None) -> RunningLB:
-    """Start listening on ``settings.host:settings.port`` (port 0 picks a free one)."""
+    """Start listening on ``settings.host:settings.port`` (port 0 picks a free one) with the configured engine."""
+    if settings.engine == "lean":
+        lean = await LeanServer(settings, resolver=resolver).start()
+        return RunningLB(host=settings.host, port=lean.port, _stop=lean.stop)
     runner = web.AppRunner(
         create_app(settings, resolver=resolver),
         access_log=None,  # our own access log carries the MCP fields
@@ -53,7 +54,7 @@ async def start_server(settings: Settings, *, resolver: Resolver | None = None) 
         await runner.cleanup()
         raise
     port = int(runner.addresses[0][1]) if runner.addresses else settings.port
-    return RunningLB(runner=runner, host=settings.host, port=port)
+    return RunningLB(host=settings.host, port=port, _stop=runner.cleanup)
 
 
 async def serve_until_signalled(settings: Settings) -> None:
@@ -64,8 +65,9 @@ async def serve_until_signalled(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     running = await start_server(settings)
     log.info(
-        "listening on %s (backends=%s dns=%s)",
+        "listening on %s (engine=%s backends=%s dns=%s)",
         running.url,
+        settings.engine,
         ",".join(settings.backends) or "-",
         settings.backend_dns or "-",
     )

@@ -1,0 +1,241 @@
+"""The lean engine's side towards the clients: one asyncio Protocol per connection.
+
+httptools parses each request; the body is read whole (bounded by the size
+limit, so a request can be re-sent after a connect failure) and requests are
+answered one after another in arrival order, as HTTP/1.1 keep-alive and
+pipelining require. The forwarding itself is :mod:`lean_proxy`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import http
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import unquote
+
+import httptools
+
+from .lean_upstream import Headers, UpstreamConnection
+
+log = logging.getLogger("mrtr_lb.lean")
+
+
+@dataclass
+class LeanRequest:
+    """One parsed client request (header names and values as the client sent them)."""
+
+    method: str
+    target: bytes
+    headers: Headers
+    keep_alive: bool
+    http11: bool
+    body: bytes = b""
+    reject: tuple[int, str] | None = None
+    """Answer this status and message instead (size limit, bad framing); the connection closes after."""
+    _lower: dict[bytes, bytes] | None = field(default=None, repr=False)
+
+    def header(self, name: bytes) -> bytes | None:
+        """Look up a header by its lower-case name (the last one wins)."""
+        if self._lower is None:
+            self._lower = {n.lower(): v for n, v in self.headers}
+        return self._lower.get(name)
+
+    def text(self, name: bytes) -> str | None:
+        value = self.header(name)
+        return None if value is None else value.decode("latin-1")
+
+    @property
+    def path_and_query(self) -> tuple[bytes, bytes]:
+        """Origin-form path and query, also for an absolute-form target (its host never picks the backend)."""
+        try:
+            url = httptools.parse_url(self.target)
+        except httptools.HttpParserInvalidURLError:
+            return b"/", b""
+        return url.path or b"/", url.query or b""
+
+    @property
+    def path(self) -> str:
+        raw = self.path_and_query[0].decode("latin-1")
+        return unquote(raw) if "%" in raw else raw
+
+
+def simple_response(
+    status: int,
+    body: bytes,
+    content_type: str,
+    *,
+    keep_alive: bool,
+    head: bool = False,
+    extra: Sequence[tuple[bytes, bytes]] = (),
+) -> bytes:
+    """A complete response with a known length (errors, admin answers)."""
+    phrase = http.HTTPStatus(status).phrase if status in http.HTTPStatus._value2member_map_ else ""
+    lines = [
+        b"HTTP/1.1 %d %s\r\n" % (status, phrase.encode()),
+        b"Content-Type: %s\r\n" % content_type.encode(),
+        b"Content-Length: %d\r\n" % len(body),
+    ]
+    lines += [b"%s: %s\r\n" % pair for pair in extra]
+    if not keep_alive:
+        lines.append(b"Connection: close\r\n")
+    lines.append(b"\r\n")
+    if not head:
+        lines.append(body)
+    return b"".join(lines)
+
+
+Dispatch = Callable[["ClientConnection", LeanRequest], Awaitable[None]]
+
+
+class ClientConnection(asyncio.Protocol):
+    """Parses requests off one client connection and answers them in order."""
+
+    def __init__(self, dispatch: Dispatch, max_body: int, registry: set[ClientConnection]) -> None:
+        self._dispatch = dispatch
+        self._max_body = max_body
+        self._registry = registry
+        self._parser = httptools.HttpRequestParser(self)
+        self._queue: collections.deque[LeanRequest] = collections.deque()
+        self._task: asyncio.Task[None] | None = None
+        self._current: LeanRequest | None = None
+        self._url = b""
+        self._body: list[bytes] = []
+        self._size = 0
+        self._stopped = False  # parse nothing more: the connection closes after what is queued
+        self.transport: asyncio.Transport | None = None
+        self.remote = ""
+        self.upstream: UpstreamConnection | None = None
+        """The backend connection whose response is streaming here (flow control follows it)."""
+        self.writing_paused = False
+        self.gone = False
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The task answering this connection's requests, if any is running."""
+        return self._task
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.remote = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        self._registry.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._stopped:
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse(400, "protocol upgrades are not supported")
+        except httptools.HttpParserError as exc:
+            self._refuse(400, f"malformed request: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.gone = True
+        self._registry.discard(self)
+        if self._task is not None:
+            self._task.cancel()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        if self.upstream is not None:
+            self.upstream.pause(True)
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.upstream is not None:
+            self.upstream.pause(False)
+
+    # -- httptools callbacks
+    def on_message_begin(self) -> None:
+        self._url, self._body, self._size = b"", [], 0
+        self._current = LeanRequest(method="", target=b"", headers=[], keep_alive=True, http11=True)
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._current is not None:
+            self._current.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        req = self._current
+        if req is None:
+            return
+        req.method = self._parser.get_method().decode("ascii", "replace")
+        req.target = self._url
+        req.http11 = self._parser.get_http_version() == "1.1"
+        length = req.header(b"content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self._max_body:
+            self._refuse(413, f"request body larger than {self._max_body} bytes")
+            return
+        expect = req.header(b"expect")
+        if expect is not None and expect.lower() == b"100-continue" and self.transport is not None:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        if self._stopped:
+            return
+        self._size += len(body)
+        if self._size > self._max_body:
+            self._refuse(413, f"request body larger than {self._max_body} bytes")
+            return
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        req, self._current = self._current, None
+        if req is None or self._stopped:
+            return
+        req.body = b"".join(self._body)
+        req.keep_alive = self._parser.should_keep_alive()
+        self._body = []
+        self._enqueue(req)
+
+    # -- answering
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer this request with an error and read nothing more: its unread rest is not a request."""
+        if self._stopped:
+            return
+        self._stopped = True
+        req = self._current or LeanRequest(method="", target=b"/", headers=[], keep_alive=False, http11=True)
+        self._current = None
+        req.reject, req.keep_alive = (status, message), False
+        self._enqueue(req)
+
+    def _enqueue(self, req: LeanRequest) -> None:
+        self._queue.append(req)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while self._queue:
+                req = self._queue.popleft()
+                await self._dispatch(self, req)
+                if not req.keep_alive:
+                    self.close()
+                    return
+        except Exception:
+            log.exception("unhandled error on a client connection")
+            self.close()
+        finally:
+            self._task = None
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def close(self) -> None:
+        """Close after what was written (a cut when the response promised more)."""
+        self._stopped = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def cut(self) -> None:
+        """End the connection mid-response, after what was written: the client sees the truncation."""
+        self.close()

@@ -1,0 +1,89 @@
+"""The lean engine: an asyncio server of :class:`ClientConnection` protocols, no web framework.
+
+Chosen with ``MRTR_LB_ENGINE=lean``. It serves the same paths as the aiohttp
+engine (the proxied paths, the ``/lb/`` admin API, 404 for anything else)
+over the same pool, health checks and discovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from urllib.parse import parse_qsl
+
+from .admin import PREFIX, Admin, jsonrpc_error_body
+from .backends import BackendPool
+from .background import background
+from .config import Settings
+from .discovery import Resolver
+from .lean_http import ClientConnection, LeanRequest, simple_response
+from .lean_proxy import JSON, LeanProxy
+from .metrics import LbMetrics
+
+
+class LeanServer:
+    """Listener + pool + background checks; :meth:`start` then :meth:`stop`."""
+
+    def __init__(self, settings: Settings, *, resolver: Resolver | None = None) -> None:
+        self.settings = settings
+        self.pool = BackendPool(settings.backends)
+        self.metrics = LbMetrics()
+        self._resolver = resolver
+        self._admin = Admin(self.pool, self.metrics)
+        self._proxy = LeanProxy(self.pool, self.metrics, settings)
+        self._paths = frozenset(settings.proxy_paths)
+        self._connections: set[ClientConnection] = set()
+        self._stack = contextlib.AsyncExitStack()
+        self._server: asyncio.Server | None = None
+        self.port = settings.port
+
+    async def start(self) -> LeanServer:
+        await self._stack.enter_async_context(background(self.settings, self.pool, self._resolver))
+        loop = asyncio.get_running_loop()
+        limit = self.settings.max_body_size
+        try:
+            self._server = await loop.create_server(
+                lambda: ClientConnection(self.dispatch, limit, self._connections),
+                self.settings.host,
+                self.settings.port,
+                reuse_address=True,
+            )
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def dispatch(self, client: ClientConnection, req: LeanRequest) -> None:
+        path = req.path
+        if path in self._paths:
+            await self._proxy.handle(client, req)
+            return
+        head = req.method == "HEAD"
+        if req.reject is not None:
+            status, message = req.reject
+            body, kind = jsonrpc_error_body(message, -32600), JSON
+        elif path == PREFIX or path.startswith(PREFIX + "/"):
+            query = dict(parse_qsl(req.path_and_query[1].decode("latin-1"), keep_blank_values=True))
+            reply = self._admin.answer(req.method, path, query)
+            status, body, kind = reply.status, reply.body, reply.content_type
+        else:
+            status, kind = 404, JSON
+            body = jsonrpc_error_body(f"{path} is not served through this proxy", -32601)
+        client.write(simple_response(status, body, kind, keep_alive=req.keep_alive, head=head))
+
+    async def stop(self) -> None:
+        """Stop accepting, let open requests finish for up to the shutdown timeout, then close the rest."""
+        if self._server is not None:
+            self._server.close()
+            running = [conn.task for conn in self._connections if conn.task is not None]
+            for conn in list(self._connections):
+                if conn.task is None:
+                    conn.close()
+            if running:
+                await asyncio.wait(running, timeout=self.settings.shutdown_timeout)
+            for conn in list(self._connections):
+                conn.close()
+            self._server = None
+        self._proxy.upstream.close()
+        await self._stack.aclose()
