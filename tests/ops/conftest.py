@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_ops.waiting import wait_until
 
 MakeCluster = Callable[..., LocalCluster]
 
@@ -29,3 +30,23 @@ def make_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeClust
     yield make
     for cluster in started:
         cluster.stop()
+
+
+def settle(cluster: LocalCluster, workers: int, *, timeout: float = 60.0) -> None:
+    """Put a shared cluster back as a test found it: `workers` live workers, all in rotation, none computing.
+
+    A test may kill a worker (restarted here, same identity), drain one (replaced by a new one),
+    or leave a computation running on a worker it cut off (waited out: the next test picks the
+    worker that computes *its* call by the computations gauge, which must start at 0).
+    """
+    for instance, handle in list(cluster.workers.items()):
+        if not handle.process.running:
+            cluster.restart_worker(instance)
+    while len(cluster.workers) < workers:
+        cluster.add_worker()
+    cluster.lb.wait_for_backends([h.lb_url for h in cluster.workers.values()], timeout=timeout)
+
+    def idle() -> bool:
+        return all(cluster.worker_metric(i, "mrtr_worker_computations") == 0 for i in cluster.workers)
+
+    wait_until(idle, timeout=timeout, interval=0.05, what="every worker of the shared cluster to be idle")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -23,18 +22,23 @@ from mrtr_ops.chaos.watch import HandBackMeter
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.waiting import wait_until
 from mrtr_worker.compute import primes
-from tests.ops.conftest import MakeCluster
+from tests.ops.conftest import MakeCluster, settle
 
 LIMIT = 200_000_000
 SEGMENT = 2_500_000
 
 
+@pytest.fixture(scope="module")
+def cabled_cluster(make_cluster: MakeCluster) -> LocalCluster:
+    """One cluster for the module whose workers the proxy reaches through cables."""
+    return make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"}, cables=True, ready_timeout=90)
+
+
 @pytest.fixture
-def cabled(make_cluster: MakeCluster) -> Iterator[LocalCluster]:
-    """A fresh cluster per test whose workers the proxy reaches through cables."""
-    cluster = make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"}, cables=True, ready_timeout=90)
-    yield cluster
-    cluster.stop()
+def cabled(cabled_cluster: LocalCluster) -> LocalCluster:
+    """The shared cluster as each test expects it: three workers in rotation, none paused, cut or computing."""
+    settle(cabled_cluster, workers=3)
+    return cabled_cluster
 
 
 def _call_in_thread(cluster: LocalCluster) -> tuple[threading.Thread, list[Any]]:
@@ -86,10 +90,11 @@ def test_a_paused_worker_holds_no_request(cabled: LocalCluster) -> None:
     thread, box = _call_in_thread(cabled)
     victim = _computing_worker(cabled)
     pid = cabled.workers[victim].process.pid
+    abandoned = _backend(cabled, victim)["abandoned"]  # the shared cluster's proxy may have given up on it before
     cabled.pause_worker(victim)
     try:
         wait_until(
-            lambda: _backend(cabled, victim)["abandoned"] >= 1,
+            lambda: _backend(cabled, victim)["abandoned"] >= abandoned + 1,
             timeout=20,
             interval=0.02,
             what="the proxy to abandon the paused worker",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,7 +15,7 @@ from mrtr_ops.waiting import wait_until
 from mrtr_protocol.rounds import HAND_BACK_REASONS, EndOfRound
 from mrtr_worker.compute import hashchain, montecarlo, primes
 from mrtr_worker.compute.computation import run_uninterrupted
-from tests.ops.conftest import FAST_SLICES, MakeCluster
+from tests.ops.conftest import FAST_SLICES, MakeCluster, settle
 
 LIMIT = 100_000_000
 SEGMENT = 2_500_000  # 40 steps of ~20 ms: several time slices
@@ -129,12 +128,16 @@ def _wait_for_running_computation(cluster: LocalCluster, timeout: float = 20.0) 
 # --- failures ----------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def calm_cluster(make_cluster: MakeCluster) -> LocalCluster:
+    return make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"})
+
+
 @pytest.fixture
-def calm(make_cluster: MakeCluster) -> Iterator[LocalCluster]:
-    """A fresh cluster per failure test (a worker is lost in each), stopped right after it."""
-    cluster = make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"})
-    yield cluster
-    cluster.stop()
+def calm(calm_cluster: LocalCluster) -> LocalCluster:
+    """The failure tests' shared cluster, made whole again first (the previous test killed or drained a worker)."""
+    settle(calm_cluster, workers=3)
+    return calm_cluster
 
 
 def _run_in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
