@@ -13,6 +13,8 @@ CPU per request is read from /proc.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +25,35 @@ from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request,
 from benchmarks.report import parser, publish
 from mrtr_ops.local.process import LOOPBACK, ManagedProcess, free_port
 
-DIRECT, OURS, HAPROXY = "direct (client round robin)", "mrtr_lb (our proxy)", "HAProxy"
-THROUGHPUT_TARGET = 0.8
+DIRECT, OURS, LEAN, HAPROXY = (
+    "direct (client round robin)",
+    "mrtr_lb, aiohttp engine",
+    "mrtr_lb, lean engine (uvloop + httptools)",
+    "HAProxy",
+)
+THROUGHPUT_TARGET = 1.0
+CPU_TARGET = 2.0
 ADDED_P50_TARGET_MS = 0.5
+
+
+def lean_proxy(port: int, backends: list[str], work_dir: Path) -> ManagedProcess:
+    """A second mrtr_lb in front of the same workers, on the lean engine (MRTR_LB_ENGINE=lean)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_LB_")}
+    env.update(
+        MRTR_LB_ENGINE="lean",
+        MRTR_LB_HOST=LOOPBACK,
+        MRTR_LB_PORT=str(port),
+        MRTR_LB_BACKENDS=",".join(backends),
+        MRTR_LB_LOG_LEVEL="WARNING",
+    )
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return ManagedProcess(
+        name="lb-lean",
+        argv=[sys.executable, "-m", "mrtr_lb"],
+        env=env,
+        log_path=work_dir / "lb-lean.log",
+        ready_url=f"http://{LOOPBACK}:{port}/lb/healthz",
+    )
 
 
 @dataclass
@@ -65,14 +93,23 @@ def main() -> int:
         paths[DIRECT] = Route([f"{url}/mcp" for url in backends])
         paths[OURS] = Route([cluster.mcp_url])
         haproxy: ManagedProcess | None = None
+        lean: ManagedProcess | None = None
         try:
+            lean_port = free_port()
+            lean = lean_proxy(lean_port, backends, Path(cluster.config.work_dir) / "lean").start()
+            lean.wait_ready()
+            paths[LEAN] = Route([f"http://{LOOPBACK}:{lean_port}/mcp"])
+            lean_pid = lean.pid
             if binary is not None:
                 port = free_port()
                 work = Path(cluster.config.work_dir) / "haproxy"
                 haproxy = _haproxy.process(binary, port, backends, work).start()
                 haproxy.wait_ready()
                 paths[HAPROXY] = Route([f"http://{LOOPBACK}:{port}/mcp"])
-            cpu_of: dict[str, Callable[[], float]] = {OURS: lambda: proxy_cpu(cluster)}
+            cpu_of: dict[str, Callable[[], float]] = {
+                OURS: lambda: proxy_cpu(cluster),
+                LEAN: lambda: cpu_seconds(lean_pid),
+            }
             if haproxy is not None:
                 haproxy_pid = haproxy.pid
                 cpu_of[HAPROXY] = lambda: cpu_seconds(haproxy_pid)
@@ -85,8 +122,9 @@ def main() -> int:
                     if name in cpu_of:
                         path.cpu = (path.cpu or 0.0) + cpu_of[name]() - before
         finally:
-            if haproxy is not None:
-                haproxy.stop()
+            for child in (haproxy, lean):
+                if child is not None:
+                    child.stop()
     lines = report(paths, args.duration, args.concurrency, None if binary is not None else how)
     publish("proxy", lines, write=not args.no_report)
     return 1 if any(p.latency.errors or p.throughput.errors for p in paths.values()) else 0
@@ -123,21 +161,32 @@ def report(paths: dict[str, Route], duration: float, concurrency: int, unavailab
         )
     if unavailable is not None:
         lines.append(f"| {HAPROXY} | unavailable: {unavailable} | | | | | | |")
-    ours_added = paths[OURS].latency.p50 - direct_p50
-    lines += [
-        "",
-        f"Added p50 of our proxy vs direct: {ours_added:.2f} ms; target ≤ {ADDED_P50_TARGET_MS} ms: "
-        f"{verdict(ours_added <= ADDED_P50_TARGET_MS)}.",
-    ]
-    if HAPROXY in paths:
-        ratio = paths[OURS].throughput.rps / paths[HAPROXY].throughput.rps
+    lines.append("")
+    for name in (OURS, LEAN):
+        added = paths[name].latency.p50 - direct_p50
         lines.append(
-            f"Our proxy's throughput as a fraction of HAProxy's: {ratio:.2f}; target ≥ {THROUGHPUT_TARGET}: "
-            f"{verdict(ratio >= THROUGHPUT_TARGET)}."
+            f"Added p50 of {name} vs direct: {added:.2f} ms; target ≤ {ADDED_P50_TARGET_MS} ms: "
+            f"{verdict(added <= ADDED_P50_TARGET_MS)}."
         )
+    if HAPROXY in paths:
+        for name in (OURS, LEAN):
+            ratio = paths[name].throughput.rps / paths[HAPROXY].throughput.rps
+            lines.append(
+                f"{name}: throughput as a fraction of HAProxy's {ratio:.2f} (target ≥ {THROUGHPUT_TARGET}: "
+                f"{verdict(ratio >= THROUGHPUT_TARGET)}); CPU per request vs HAProxy's: "
+                f"{_cpu_ratio(paths[name], paths[HAPROXY])}."
+            )
     else:
         lines.append("Throughput against HAProxy: not measured (HAProxy unavailable).")
     return lines
+
+
+def _cpu_ratio(ours: Route, reference: Route) -> str:
+    """Our CPU per request over the reference's, with its verdict; '-' when either was not measured."""
+    if not (ours.cpu and reference.cpu and ours.throughput.requests and reference.throughput.requests):
+        return "not measured"
+    ratio = (ours.cpu / ours.throughput.requests) / (reference.cpu / reference.throughput.requests)
+    return f"{ratio:.2f}x (target ≤ {CPU_TARGET:g}x: {verdict(ratio <= CPU_TARGET)})"
 
 
 if __name__ == "__main__":

@@ -25,7 +25,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-async def test_cli_serves_and_stops_on_sigterm(make_backend: MakeBackend, client: aiohttp.ClientSession) -> None:
+@pytest.mark.parametrize("engine", ["aiohttp", "lean"])  # lean runs on uvloop only as a process
+async def test_cli_serves_and_stops_on_sigterm(
+    engine: str, make_backend: MakeBackend, client: aiohttp.ClientSession
+) -> None:
     backend = await make_backend("w")
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -35,7 +38,9 @@ async def test_cli_serves_and_stops_on_sigterm(make_backend: MakeBackend, client
         "0",
         "--backends",
         backend.url,
-        env=clean_env(MRTR_LB_HOST="127.0.0.1", MRTR_LB_PORT="1", MRTR_LB_BACKENDS="http://127.0.0.1:1"),
+        env=clean_env(
+            MRTR_LB_HOST="127.0.0.1", MRTR_LB_PORT="1", MRTR_LB_BACKENDS="http://127.0.0.1:1", MRTR_LB_ENGINE=engine
+        ),
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None
@@ -44,11 +49,14 @@ async def test_cli_serves_and_stops_on_sigterm(make_backend: MakeBackend, client
         while url is None:
             line = (await asyncio.wait_for(proc.stderr.readline(), WAIT)).decode()
             assert line, "process ended before listening"
-            if match := re.search(r"listening on (http://127\.0\.0\.1:\d+)", line):
-                url = match.group(1)
-        async with client.post(f"{url}/mcp", data=jsonrpc_body()) as resp:
-            assert resp.status == 200
-            assert resp.headers["X-Worker-Id"] == "w"
+            if match := re.search(r"listening on (http://127\.0\.0\.1:\d+) \(engine=(\w+)", line):
+                url, running = match.groups()
+                assert running == engine
+        for _ in range(3):  # the second and third reuse the pooled upstream connection
+            async with client.post(f"{url}/mcp", data=jsonrpc_body()) as resp:
+                assert resp.status == 200
+                assert resp.headers["X-Worker-Id"] == "w"
+                assert (await resp.json())["result"]["worker"] == "w"
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), WAIT) == 0
         rest = (await proc.stderr.read()).decode()

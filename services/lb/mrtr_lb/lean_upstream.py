@@ -13,7 +13,7 @@ import asyncio
 import ssl
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 import httptools
 from yarl import URL
@@ -53,8 +53,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
 
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()

@@ -141,6 +141,8 @@ def _task_parts(
         slice_ms=settings.task_slice_ms,
         lease_ms=settings.task_lease_ms,
         poll_ms=settings.task_poll_interval_ms,
+        policy=engine.policy,
+        slots=engine.slots,
     )
     return service, runner
 
