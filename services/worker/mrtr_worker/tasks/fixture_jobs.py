@@ -159,4 +159,5 @@ PRIME_REPORT = Job(
         f"{s['for']}, there are {s['count']} primes up to {s['limit']}.",
         {"name": s["for"], "limit": s["limit"], "count": s["count"]},
     ),
+    computes=True,
 )

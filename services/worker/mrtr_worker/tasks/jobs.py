@@ -65,6 +65,8 @@ class Job:
     """Questions to ask at this boundary, by the job's own keys (the runner gives each a fresh task key)."""
     answer: Callable[[State, str, Any], State | None] = field(default=_no_answers)
     """Fold the wire answer to one question into the state; None if the answer is unusable (asked again)."""
+    computes: bool = False
+    """Its steps run on the engine's pool: a slice holds a compute slot, so MRTR admission sees it (and vice versa)."""
 
 
 def form_answer(answer: Any, request: InputRequestWire) -> tuple[bool, dict[str, Any] | None] | None:
@@ -119,4 +121,6 @@ def compute_job(computation: Computation, name: str | None = None) -> Job:
         value = computation.result(state)
         return text_result(json.dumps(value), value)
 
-    return Job(name or computation.name, computation.initial, advance, computation.done, result, questions, answer)
+    return Job(
+        name or computation.name, computation.initial, advance, computation.done, result, questions, answer, True
+    )

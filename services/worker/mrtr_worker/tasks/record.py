@@ -10,7 +10,9 @@ Stored layout (`fmt`): format 1 is the only one so far. Like `requestState`
 (`mrtr_worker.state_layout`), a worker reads the formats its version knows,
 writes the one chosen, and carries top-level fields it does not know forward
 untouched, so a later version can add fields during a rolling upgrade
-(expand) before any version relies on them (contract).
+(expand) before any version relies on them (contract). `pace` and `moves`
+(the straggler rule) are such optional fields: absent until a slice writes
+them, carried forward by builds that do not know them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mrtr_worker.state_layout import Pace
 from mrtr_worker.tasks.wire import TASK_RESULT_TYPE, TERMINAL, Status, iso
 
 RECORD_FORMAT = 1
@@ -67,6 +70,10 @@ class TaskRecord:
     error: dict[str, Any] | None = None
     status_message: str | None = None
     visited: list[list[Any]] = field(default_factory=list)
+    pace: Pace | None = None
+    """The step rate the task's slices saw and its moves in a row off stragglers (`compute.policy`)."""
+    moves: int = 0
+    """Straggler moves over the task's life (shown in the result's `_meta`)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -153,6 +160,10 @@ class TaskRecord:
             message=self.status_message,
             visited=self.visited,
         )
+        if self.pace is not None:  # optional fields: older builds carry them forward untouched
+            doc["pace"] = self.pace.wire()
+        if self.moves:
+            doc["moves"] = self.moves
         return doc
 
     @classmethod
@@ -182,6 +193,8 @@ class TaskRecord:
                 error=doc.pop("error"),
                 status_message=doc.pop("message"),
                 visited=list(doc.pop("visited")),
+                pace=Pace.parse(doc.pop("pace", None)),  # a hint: one this build does not understand is dropped
+                moves=int(doc.pop("moves", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise UnreadableRecord(f"malformed task record ({exc})") from None

@@ -20,6 +20,15 @@ Failure modes:
 * Redis unreachable: the loops back off and retry; a slice that cannot
   commit is simply not acknowledged and comes back after its lease, from
   the last checkpoint.
+
+Shared load and stragglers (issue 13): a slice of a job that computes holds
+one of the engine's compute slots while it runs, so a worker busy with task
+slices refuses MRTR calls at admission like any busy worker, and a worker
+whose slots are all taken takes no slice from the queue (others will). At
+each step boundary the shedding policy's `task_slice_end` decides: a drain,
+a straggler move (this instance steps the task well below the pace its
+checkpoint carries; the slice goes back on the queue for a faster worker),
+pressure (a call queued here for a slot), or the slice's end.
 """
 
 from __future__ import annotations
@@ -33,13 +42,18 @@ from dataclasses import replace
 from typing import Any
 
 from mcp_types import INTERNAL_ERROR
-from prometheus_client import Histogram
+from prometheus_client import Gauge, Histogram
 from redis.exceptions import RedisError, ResponseError
 
+from mrtr_protocol.rounds import EndOfRound
+from mrtr_worker.compute.computation import State
 from mrtr_worker.compute.engine import COMPUTE_META_KEY
+from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
+from mrtr_worker.compute.slots import Slots
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.rounds import WorkerInstance
+from mrtr_worker.state_layout import Pace
 from mrtr_worker.tasks.catalog import JOBS
 from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
@@ -70,15 +84,21 @@ class TaskRunner:
         slice_ms: int,
         lease_ms: int,
         poll_ms: int,
+        policy: SheddingPolicy | None = None,
+        slots: Slots | None = None,
     ) -> None:
+        """`policy` and `slots` are the engine's (`Engine.policy`, `Engine.slots`); without them (a bare runner
+        in tests) slices take no compute slot and the straggler rule is off."""
         self._store = store
+        self._policy = policy or SheddingPolicy(SheddingSettings(straggler_ratio=0))
+        self._slots = slots
         self._identity = identity
         self._lifecycle = lifecycle
         self._pool = pool
         self._metrics = metrics
         self._concurrency = concurrency
         self._capacity = asyncio.Semaphore(concurrency)
-        self._slice_s = slice_ms / 1000
+        self._slice_ms = float(slice_ms)
         self._lease_ms = lease_ms
         self._poll_ms = min(poll_ms, 1000)
         self._stopping = False
@@ -92,6 +112,13 @@ class TaskRunner:
             buckets=_CHECKPOINT_BUCKETS,
             registry=metrics.registry,
         )
+        self._holding = Gauge(
+            "mrtr_worker_task_slots",
+            "Task slices holding a compute slot (with mrtr_worker_computations: the load admission sees)",
+            registry=metrics.registry,
+        )
+        self.held_back = False
+        """True while the runner takes no slice because every compute slot here is busy."""
 
     @property
     def consumer(self) -> str:
@@ -130,6 +157,13 @@ class TaskRunner:
             if self._lifecycle.draining:
                 await asyncio.sleep(self._poll_ms / 1000)
                 continue
+            if self._slots is not None and not self._slots.available:
+                self.held_back = True  # the slices wait in the queue for a worker with a free slot
+                try:
+                    await self._slots.wait_available()
+                finally:
+                    self.held_back = False
+                continue
             await self._capacity.acquire()
             try:
                 if not group_ready:
@@ -154,8 +188,11 @@ class TaskRunner:
 
     async def _reclaim(self) -> None:
         while not self._stopping:
+            if not self._paused():  # a draining worker stops saying so: it takes no more slices
+                with contextlib.suppress(RedisError, OSError):  # the reclaim below meets the same trouble
+                    await self._store.heartbeat(self.consumer)
             await asyncio.sleep(max(0.2, self._lease_ms / 4000))
-            while not self._paused() and not self._capacity.locked():
+            while not self._paused() and not self._capacity.locked() and self._free_slot():
                 await self._capacity.acquire()
                 try:
                     slices = await self._store.reclaim(self.consumer, self._lease_ms, count=1)
@@ -169,6 +206,9 @@ class TaskRunner:
                 logger.info("taking over slice %s of task %s (lease expired)", slices[0].message_id, slices[0].task_id)
                 self._metrics.task_slices.labels(outcome="reclaimed").inc()
                 self._spawn(slices[0])
+
+    def _free_slot(self) -> bool:
+        return self._slots is None or self._slots.available
 
     def _spawn(self, taken: Slice) -> None:
         task = asyncio.create_task(self._run(taken))
@@ -204,8 +244,22 @@ class TaskRunner:
             # so meeting one is a fleet mid-upgrade: leave the slice to an instance that knows it.
             await self._leave_to_others(taken, f"job {stored.record.job!r} unknown to version {self._identity.version}")
             return
+        slots = self._slots if job.computes else None
+        if slots is not None and not slots.try_acquire():
+            # The slots filled (MRTR calls) since the queue was read: leave the slice to a worker with a free one.
+            await store.put_back(taken)
+            self._metrics.task_slices.labels(outcome="busy").inc()
+            return
         record = stored.record.visit(self._identity.instance_id, self._identity.version)
-        await self._steps(stored, record, job, taken)
+        if slots is None:
+            await self._steps(stored, record, job, taken, slotted=False)
+            return
+        self._holding.inc()
+        try:
+            await self._steps(stored, record, job, taken, slotted=True)
+        finally:
+            self._holding.dec()
+            slots.release()
 
     async def _leave_to_others(self, taken: Slice, why: str) -> None:
         logger.warning("task %s: slice left to other instances: %s", taken.task_id, why)
@@ -213,11 +267,16 @@ class TaskRunner:
         await asyncio.sleep(_BACKOFF_SECONDS)  # do not take it straight back
         await self._store.put_back(taken)
 
-    async def _steps(self, stored: Stored, record: TaskRecord, job: Job, taken: Slice) -> None:
+    async def _steps(self, stored: Stored, record: TaskRecord, job: Job, taken: Slice, *, slotted: bool) -> None:
         store = self._store
         state, steps = record.state, record.steps
         started = time.monotonic()
+        here = 0  # steps in this slice: the pace this instance keeps
         steps_counter = self._metrics.compute_steps.labels(tool=job.name)
+        alone: bool | None = None  # asked of Redis once per slice, and only when a move is in view
+        if self._policy.fled_here(record.pace, self.consumer) and not (alone := await self._alone()):
+            await self._hand_on(stored, record, state, steps, 0, started, EndOfRound.STRAGGLER, taken)
+            return
         while True:
             questions = job.questions(state)
             if questions and not record.can_ask:
@@ -231,17 +290,27 @@ class TaskRunner:
                     state = declined
                 continue
             if questions:
-                paused = replace(record, state=state, steps=steps).asking(questions, now_ms())
+                pace = self._measured(record, here, started, EndOfRound.INPUT)
+                paused = replace(record, state=state, steps=steps, pace=pace).asking(questions, now_ms())
                 await self._commit(stored, paused, taken)
                 return
             if job.done(state):
                 await self._finish(stored, replace(record, state=state, steps=steps), None, taken, job)
                 return
-            if self._paused() or time.monotonic() - started >= self._slice_s:
-                message = f"{steps} steps done; last slice on {self._identity.instance_id}"
-                checkpoint = replace(record, state=state, steps=steps, status_message=message)
-                checkpoint = checkpoint.moved(Status.WORKING, now_ms())
-                await self._commit(stored, checkpoint, taken, requeue=True)
+            boundary = Boundary(
+                slice_ms=(time.monotonic() - started) * 1000,
+                hops=0,
+                waiting=self._slots.waiting if slotted and self._slots is not None else 0,
+                draining=self._paused(),
+                steps=here,
+                pace=record.pace,
+                alone=bool(alone),
+            )
+            reason = self._policy.task_slice_end(boundary, self._slice_ms)
+            if reason is EndOfRound.STRAGGLER and alone is None and (alone := await self._alone()):
+                reason = self._policy.task_slice_end(replace(boundary, alone=True), self._slice_ms)
+            if reason is not None:
+                await self._hand_on(stored, record, state, steps, here, started, reason, taken)
                 return
             if await store.status(record.task_id) != (Status.WORKING, stored.rev):
                 await store.ack(taken.message_id)  # cancelled, or taken over: stop at this boundary
@@ -257,7 +326,54 @@ class TaskRunner:
                 await self._finish(stored, replace(record, state=state, steps=steps), failure, taken)
                 return
             steps += 1
+            here += 1
             steps_counter.inc()
+
+    async def _alone(self) -> bool:
+        """Whether no other worker could take a slice put back now (then the straggler rule has nowhere to go)."""
+        return await self._store.peers(self.consumer, self._lease_ms) == 0
+
+    def _measured(self, record: TaskRecord, here: int, started: float, reason: EndOfRound) -> Pace | None:
+        elapsed_ms = (time.monotonic() - started) * 1000
+        return self._policy.measured_slice(record.pace, here, elapsed_ms, reason, self.consumer)
+
+    async def _hand_on(
+        self,
+        stored: Stored,
+        record: TaskRecord,
+        state: State,
+        steps: int,
+        here: int,
+        started: float,
+        reason: EndOfRound,
+        taken: Slice,
+    ) -> None:
+        """End the slice at this boundary: checkpoint, with the pace it measured, and queue the next slice."""
+        elapsed_ms = (time.monotonic() - started) * 1000
+        me = self._identity.instance_id
+        moved = reason is EndOfRound.STRAGGLER
+        if moved and here == 0:
+            message = f"{steps} steps done; passed on by {me}, a straggler it left before"
+        elif moved:
+            reference = record.pace.rate if record.pace is not None else 0.0
+            rate = here * 1000 / elapsed_ms if elapsed_ms > 0 else 0.0
+            message = f"{steps} steps done; moved off {me}: {rate:.1f} steps/s here, {reference:.1f} before"
+        else:
+            message = f"{steps} steps done; last slice on {me}"
+            if reason in (EndOfRound.PRESSURE, EndOfRound.DRAIN):
+                message += f" ({reason.value})"
+        if moved:
+            logger.info("task %s: %s", record.task_id, message)
+        checkpoint = replace(
+            record,
+            state=state,
+            steps=steps,
+            status_message=message,
+            pace=self._policy.measured_slice(record.pace, here, elapsed_ms, reason, me),
+            moves=record.moves + moved,
+        ).moved(Status.WORKING, now_ms())
+        outcome = {EndOfRound.STRAGGLER: "straggler", EndOfRound.PRESSURE: "pressure"}.get(reason, "requeued")
+        await self._commit(stored, checkpoint, taken, requeue=True, outcome=outcome)
 
     async def _finish(
         self, stored: Stored, record: TaskRecord, failure: TaskFailure | None, taken: Slice, job: Job | None = None
@@ -270,19 +386,25 @@ class TaskRunner:
                 failure = raised if isinstance(raised, TaskFailure) else _step_failure(job, raised)
             else:
                 meta: dict[str, Any] = dict(result.get("_meta") or {})
-                meta[COMPUTE_META_KEY] = {"steps": record.steps, "slices": record.slices, "visited": record.visited}
+                meta[COMPUTE_META_KEY] = {
+                    "steps": record.steps,
+                    "slices": record.slices,
+                    "visited": record.visited,
+                    "moves": record.moves,
+                }
                 result["_meta"] = meta
                 await self._commit(stored, record.moved(Status.COMPLETED, now, result=result), taken)
                 return
         assert failure is not None
         await self._commit(stored, record.moved(Status.FAILED, now, error=failure.error()), taken)
 
-    async def _commit(self, stored: Stored, record: TaskRecord, taken: Slice, *, requeue: bool = False) -> None:
+    async def _commit(
+        self, stored: Stored, record: TaskRecord, taken: Slice, *, requeue: bool = False, outcome: str = "requeued"
+    ) -> None:
         started = time.perf_counter()
         if not await self._store.commit(stored, record, ack=taken.message_id, requeue=requeue):
             await self._store.ack(taken.message_id)  # another write came first (a cancel): this slice is stale
             self._metrics.task_slices.labels(outcome="stale").inc()
             return
         self._checkpoint_seconds.observe(time.perf_counter() - started)
-        outcome = "requeued" if requeue else record.status.value
-        self._metrics.task_slices.labels(outcome=outcome).inc()
+        self._metrics.task_slices.labels(outcome=outcome if requeue else record.status.value).inc()

@@ -13,6 +13,9 @@ Layout (every key under the configured prefix):
   runnable slice, `{task, rev}`. A worker reads with XREADGROUP as its
   instance id; the message stays pending (leased) until acknowledged; a
   slice whose worker died is taken over with XAUTOCLAIM after the lease.
+* `runners`: a sorted set of the workers taking slices, scored by when each
+  last said so (`heartbeat`), so a worker knows whether anyone else could
+  take a slice it puts back (the straggler rule).
 * `task-changes` (a pub/sub channel): the id of every task just written,
   published in the same transaction as the write, so any worker's listen
   streams (`tasks.push`) learn of a change made by any other worker.
@@ -53,6 +56,8 @@ _RETRIES = 20
 _COMMAND_RETRIES = 5
 _RESEAL_ATTEMPTS = 3
 _SCAN_BATCH = 200
+_FORGET_RUNNER_MS = 3_600_000
+"""Workers not heard from for an hour leave the `runners` set."""
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +111,7 @@ class TaskStore:
         self._prefix = prefix
         self.stream = f"{prefix}slices"
         self.changes = f"{prefix}task-changes"
+        self.runners = f"{prefix}runners"
 
     @classmethod
     def connect(cls, url: str, sealer: RecordSealer, *, prefix: str) -> TaskStore:
@@ -316,6 +322,20 @@ class TaskStore:
         reply: Any = await self.client.xautoclaim(self.stream, GROUP, consumer, lease_ms, start_id="0-0", count=count)
         messages = reply[1] if len(reply) > 1 else []
         return [_slice(message_id, fields) for message_id, fields in messages if fields]
+
+    async def heartbeat(self, consumer: str) -> None:
+        """Say this worker takes slices (`runners`, scored by when): what `peers` counts. Stream consumers
+        cannot tell it: Redis 7.0 lists a consumer only once it has been handed a message."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.zadd(self.runners, {consumer: now_ms()})
+            pipe.zremrangebyscore(self.runners, "-inf", now_ms() - _FORGET_RUNNER_MS)
+            await pipe.execute()
+
+    async def peers(self, consumer: str, within_ms: int) -> int:
+        """Other workers that said they take slices within the last `within_ms`: whether a slice put back could
+        be taken by anyone but `consumer` (the straggler rule has nowhere to send it otherwise)."""
+        seen = cast(list[str], await self.client.zrangebyscore(self.runners, now_ms() - within_ms, "+inf"))
+        return sum(1 for name in seen if name != consumer)
 
     async def renew(self, consumer: str, message_id: str) -> None:
         """Keep a slice's lease while it runs (reset its idle time)."""
