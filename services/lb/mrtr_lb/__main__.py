@@ -12,6 +12,7 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from .config import Settings, describe_error
+from .logsink import BatchedStreamHandler, flushing
 from .server import serve_until_signalled
 
 PROG = "mrtr-lb"
@@ -58,12 +59,15 @@ def _loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop]
 
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(parse_args(argv))
+    batched = BatchedStreamHandler() if settings.engine == "lean" else None
+    handler: logging.Handler = batched or logging.StreamHandler(sys.stderr)
     logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=[handler]
     )
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
-            runner.run(serve_until_signalled(settings))
+            serving = serve_until_signalled(settings)
+            runner.run(serving if batched is None else flushing(batched, serving))
     except OSError as exc:  # e.g. the port is taken
         _die(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
     except KeyboardInterrupt:

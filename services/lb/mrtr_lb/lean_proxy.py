@@ -262,8 +262,8 @@ class LeanProxy:
         """One attempt; False means "not delivered, try another backend"."""
         backend.in_flight += 1
         backend.requests += 1
-        self._metrics.backend_requests.labels(backend.url).inc()
-        in_flight = self._metrics.backend_in_flight.labels(backend.url)
+        requests, in_flight = self._metrics.request_series(backend.url)
+        requests.inc()
         in_flight.inc()
         conn: UpstreamConnection | None = None
         exchange: RelayExchange | None = None

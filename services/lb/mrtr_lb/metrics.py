@@ -53,6 +53,25 @@ class LbMetrics:
             registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
         )
+        self._per_backend: dict[str, tuple[Counter, Gauge]] = {}
+        self._per_status: dict[int, Counter] = {}
+
+    def request_series(self, backend: str) -> tuple[Counter, Gauge]:
+        """The requests counter and in-flight gauge of one backend, looked up once (``labels`` takes a lock)."""
+        series = self._per_backend.get(backend)
+        if series is None:
+            series = self._per_backend[backend] = (
+                self.backend_requests.labels(backend),
+                self.backend_in_flight.labels(backend),
+            )
+        return series
+
+    def count_response(self, status: int, seconds: float) -> None:
+        counter = self._per_status.get(status)
+        if counter is None:
+            counter = self._per_status[status] = self.responses.labels(str(status))
+        counter.inc()
+        self.duration.observe(seconds)
 
     def render(self, pool: BackendPool) -> bytes:
         """Refresh state gauges from the pool (so vanished backends drop out) and serialize."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -344,8 +345,7 @@ def record(
 ) -> None:
     """Metrics and the one access-log line of a finished request (both engines)."""
     elapsed = time.perf_counter() - started
-    metrics.responses.labels(str(out.status)).inc()
-    metrics.duration.observe(elapsed)
+    metrics.count_response(out.status, elapsed)
     if not access_log.isEnabledFor(logging.INFO):
         return
     access_log.info(
@@ -365,11 +365,14 @@ def record(
     )
 
 
+_NEEDS_QUOTES = re.compile(r'[\s"\\=]')
+
+
 def _field(value: str | None) -> str:
     """Render a client-controlled value so it cannot break the one-line format."""
     if not value:
         return "-"
     value = value[:200]
-    if any(c.isspace() or c in '"\\=' for c in value) or not value.isprintable():
+    if _NEEDS_QUOTES.search(value) or not value.isprintable():
         return '"' + value.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
     return value
