@@ -132,19 +132,19 @@ def parser(doc: str | None, *, duration: float, duration_help: str) -> argparse.
     return parser
 
 
-def publish(name: str, lines: list[str], *, write: bool) -> None:
-    """Print a benchmark's section and, unless told not to, write it into the report."""
+def publish(name: str, lines: list[str], *, write: bool, report: Path = REPORT) -> None:
+    """Print a benchmark's section and, unless told not to, write it into the report (another file: a test's)."""
     markdown = "\n".join(lines)
     print(markdown)
     if _neighbours is not None:
         print(f"\nother processes used {_neighbours.share():.0%} of the machine's CPU during the run")
     if write:
-        print(f"\nwritten to {write_section(name, markdown)}")
+        print(f"\nwritten to {write_section(name, markdown, report)}")
 
 
-def write_section(name: str, markdown: str) -> Path:
+def write_section(name: str, markdown: str, report: Path = REPORT) -> Path:
     """Replace (or append) the section `name` of the report with `markdown`."""
-    text = REPORT.read_text() if REPORT.exists() else HEADER
+    text = report.read_text() if report.exists() else HEADER
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     where = f"{machine()}; load average {LOAD_BEFORE:.2f} before the run"
     if _neighbours is not None:
@@ -152,6 +152,6 @@ def write_section(name: str, markdown: str) -> Path:
     body = f"<!-- {name}:start -->\n{markdown.rstrip()}\n\n_Measured {stamp} on {where}._\n<!-- {name}:end -->"
     pattern = re.compile(rf"<!-- {re.escape(name)}:start -->.*?<!-- {re.escape(name)}:end -->", re.S)
     text = pattern.sub(lambda _: body, text) if pattern.search(text) else f"{text.rstrip()}\n\n{body}\n"
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(text)
-    return REPORT
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(text)
+    return report

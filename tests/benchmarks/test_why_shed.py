@@ -1,0 +1,47 @@
+"""`why_shed.py` end to end, tiny: the table and the picture are written where told, every answer checked.
+
+One run as `scripts/bench why-shed` runs it, as a subprocess: a rolling
+upgrade and a scale-out with checkpoint shedding (the cells that exercise
+an instance leaving, one joining, the step counts and the share), the
+section written into a temporary report, never docs/benchmarks.md.
+Figures are not asserted, only that they exist.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HANG_GUARD_SECONDS = 900
+"""Only against a hang: starting workers on a saturated two-core box takes minutes."""
+TINY = [
+    *("--scenarios", "bc", "--strategies", "ours", "--duration", "2", "--warmup", "1"),
+    *("--callers", "2", "--overload", "6", "--limit", "10000000", "--long-limit", "20000000"),
+]
+
+
+@pytest.mark.slow
+def test_a_tiny_run_writes_its_table_and_picture_with_every_answer_checked(tmp_path: Path) -> None:
+    report, picture = tmp_path / "benchmarks.md", tmp_path / "why-shed.png"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.why_shed", *TINY, "--report-file", str(report), "--picture", str(picture)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_SECONDS,
+        check=False,
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output  # non-zero when any answer was wrong or any call failed
+    section = report.read_text()
+    assert "<!-- why-shed:start -->" in section
+    rows = re.findall(r"^\| checkpoint shedding \| (\d+) \|.*\| (\d+) / (\d+) \|", section, re.M)
+    assert len(rows) == 2, section  # one row per scenario run
+    for completed, wrong, errors in rows:
+        assert int(completed) > 0, section
+        assert (wrong, errors) == ("0", "0"), section
+    assert "carried their share after" in section, section
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
