@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import httpx
+import pytest
 from mcp.server.request_state import AESGCMRequestStateCodec
 
 from mrtr_client import Client, ScriptedInputs
@@ -43,8 +44,21 @@ class SwapBetweenRounds(ScriptedInputs):
         return super().answer(key, request)
 
 
-def test_the_login_scenario_through_v1_v2_and_v1_again_asks_nothing_twice(make_cluster: MakeCluster) -> None:
-    cluster = make_cluster(workers=1, versions=(1,))
+@pytest.fixture(scope="module")
+def one_worker(make_cluster: MakeCluster) -> LocalCluster:
+    """One proxy over one worker, shared by the login scenarios: each swaps the worker out between rounds anyway."""
+    return make_cluster(workers=1, versions=(1,))
+
+
+def _served_by(cluster: LocalCluster, version: int) -> LocalCluster:
+    """The shared cluster with its one worker at `version` (swapped in if the last test left the other one)."""
+    if [handle.spec.version for handle in cluster.workers.values()] != [version]:
+        _swap_to(cluster, version)
+    return cluster
+
+
+def test_the_login_scenario_through_v1_v2_and_v1_again_asks_nothing_twice(one_worker: LocalCluster) -> None:
+    cluster = _served_by(one_worker, 1)
     with Client(cluster.mcp_url, SwapBetweenRounds(cluster, [2, 1])) as client:
         done = client.call_tool("link_accounts")
     assert [hop.version for hop in done.trace.hops] == ["1", "2", "1"]
@@ -55,8 +69,8 @@ def test_the_login_scenario_through_v1_v2_and_v1_again_asks_nothing_twice(make_c
     assert done.structured == {"linked": {"github_login": "github", "google_login": "google"}}
 
 
-def test_the_login_scenario_through_v2_v1_and_v2_again_collects_all_three(make_cluster: MakeCluster) -> None:
-    cluster = make_cluster(workers=1, versions=(2,))
+def test_the_login_scenario_through_v2_v1_and_v2_again_collects_all_three(one_worker: LocalCluster) -> None:
+    cluster = _served_by(one_worker, 2)
     with Client(cluster.mcp_url, SwapBetweenRounds(cluster, [1, 2])) as client:
         done = client.call_tool("link_accounts")
     assert [hop.version for hop in done.trace.hops] == ["2", "1", "2", "2"]
@@ -103,8 +117,8 @@ def test_a_computation_through_v1_v2_and_v1_again_is_exact_and_keeps_unknown_fie
     assert states[2]["sealed_at"] == states[1]["sealed_at"]  # ...and v1 carries it forward untouched
 
 
-def test_a_v1_worker_given_the_v2_layout_asks_the_client_to_start_again(make_cluster: MakeCluster) -> None:
-    cluster = make_cluster(workers=1, versions=(2,))
+def test_a_v1_worker_given_the_v2_layout_asks_the_client_to_start_again(one_worker: LocalCluster) -> None:
+    cluster = _served_by(one_worker, 2)
     for worker in LocalFleet(cluster).workers():
         admin_call(worker, "POST", "/admin/state-format", write=2)  # contracted too early: a v1 comes back
     with Client(cluster.mcp_url, SwapBetweenRounds(cluster, [1])) as client:
@@ -118,6 +132,8 @@ def test_a_v1_worker_given_the_v2_layout_asks_the_client_to_start_again(make_clu
 # --- a whole rolling upgrade (and rollback) under load -----------------------------------------------------
 
 TTL = 8
+WORKERS = 2
+"""Every one is replaced twice (upgrade, rollback) under load; two already keep one serving while the other drains."""
 
 
 def _load(url: str, stop: threading.Event, results: list[Any], kind: str) -> None:
@@ -140,7 +156,7 @@ def test_a_rolling_upgrade_and_rollback_with_key_rotation_under_load_lose_nothin
         "MRTR_WORKER_MAX_SLICE_MS": "300",
         "MRTR_WORKER_MIN_SLICE_MS": "50",
     }
-    cluster = make_cluster(workers=3, versions=(1,), worker_env=env)
+    cluster = make_cluster(workers=WORKERS, versions=(1,), worker_env=env)
     fleet = LocalFleet(cluster)
     stop = threading.Event()
     results: list[Any] = []
@@ -169,7 +185,7 @@ def test_a_rolling_upgrade_and_rollback_with_key_rotation_under_load_lose_nothin
     names = [step.name for step in steps]
     assert names[0] == "add-key"
     assert names[-3:] == ["contract-format", "promote-key", "retire-key"]
-    assert sum(name.startswith("replace") for name in names) == 3
+    assert sum(name.startswith("replace") for name in names) == WORKERS
     assert [s.name for s in rollback][:2] == ["expand-format", "wait-states"]
     failures = [r for r in results if r is not True]
     assert failures == []
