@@ -15,8 +15,8 @@ the known count of `count_primes`:
   rotation and waits for its calls, as a graceful shutdown does); **kill
   and start over** (shedding off; a leaving instance gets a grace period,
   then SIGKILL, and the client calls again from the start after its 502).
-  In (a) no instance leaves, so the last two are the same run: only stay
-  is measured.
+  In (a) and (c) no instance leaves, so the last two would be the same
+  run: only stay is measured there.
 
 **Lost steps** are steps the workers computed (their counters, a departed
 worker's read just before it left) beyond those the completed answers
@@ -45,6 +45,8 @@ from mrtr_worker.compute import primes
 
 NAME = "why-shed"
 PICTURE = REPORT.parent / "why-shed.png"
+NOBODY_LEAVES = "ac"
+"""No instance leaves in (a) or (c), so kill and start over would be stay where you land, run twice."""
 STRATEGIES = {"ours": Strategy.OURS, "stay": Strategy.STAY, "kill": Strategy.KILL}
 UPGRADE_RATIO_TARGET = 0.10
 SHARE_TARGET_SECONDS = 2.0
@@ -114,8 +116,8 @@ def measure(scenarios: list[str], strategies: list[Strategy], sizes: Sizes) -> l
         cluster.start()
         for strategy in strategies:  # strategy by strategy: the next scenario reuses the idle workers
             for scenario in scenarios:
-                if scenario == "a" and strategy is Strategy.KILL:
-                    continue  # nothing leaves in (a): kill and start over is stay where you land
+                if scenario in NOBODY_LEAVES and strategy is Strategy.KILL:
+                    continue  # the same settings and the same run as stay where you land
                 print(f"({scenario}) {SCENARIOS[scenario]}: {strategy.value} ...", flush=True)
                 cells.append(run(cluster, scenario, strategy, sizes))
     except BaseException:
