@@ -18,6 +18,9 @@ long tail is not cut off). For the slowest tenth of the calls the report says
 how many finished on the slow instance, and how many of those had already
 aged into priority (`priority_after_hops` ageing hand-backs) when they got
 there: the cause issue 13 suspected.
+
+`--tasks` runs the same slow instance against tasks instead of MRTR calls
+(`benchmarks/_straggler_tasks.py`), rule on and off, in its own section.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, median, stop_cluster, verdict
+from benchmarks._straggler_tasks import MODES as TASK_MODES
+from benchmarks._straggler_tasks import RUNS as TASK_RUNS
+from benchmarks._straggler_tasks import TaskRun, load_tasks
+from benchmarks._straggler_tasks import report as report_tasks
 from benchmarks.report import parser, publish
 from mrtr_client import AsyncClient
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
@@ -195,10 +202,11 @@ async def load(url: str, call: PrimesCall, callers: int, window: float) -> Run:
 
 
 @contextmanager
-def cluster(env: dict[str, str], work: Path) -> Iterator[LocalCluster]:
-    """One cluster at a time (no task store), with a patient start: on a busy two-core box it can take minutes."""
+def cluster(env: dict[str, str], work: Path, *, redis: bool = False) -> Iterator[LocalCluster]:
+    """One cluster at a time (a task store only for `--tasks`), with a patient start: on a busy two-core box it
+    can take minutes."""
     config = ClusterConfig(
-        workers=WORKERS, port=0, tool_packs=TOOL_PACKS, work_dir=work, worker_env=env, redis=False, ready_timeout=300
+        workers=WORKERS, port=0, tool_packs=TOOL_PACKS, work_dir=work, worker_env=env, redis=redis, ready_timeout=300
     )
     running = LocalCluster(config)
     try:
@@ -221,6 +229,30 @@ def measure(cluster: LocalCluster, call: PrimesCall, callers: int, window: float
     return run
 
 
+def measure_tasks(cluster: LocalCluster, call: PrimesCall, callers: int, window: float, *, slow: bool) -> TaskRun:
+    """The `--tasks` row: as `measure`, with tasks followed to their results instead of MRTR calls."""
+    if not slow:
+        return asyncio.run(load_tasks(cluster.mcp_url, call, callers, window, None))
+    instance = next(iter(cluster.workers))
+    with Throttle(cluster.workers[instance].process.pid) as throttle:
+        run = asyncio.run(load_tasks(cluster.mcp_url, call, callers, window, instance))
+    run.stopped_share = throttle.stopped_share
+    return run
+
+
+def main_tasks(call: PrimesCall, callers: int, window: float, *, write: bool) -> int:
+    results: dict[str, TaskRun] = {}
+    work = Path(tempfile.mkdtemp(prefix="mrtr-bench-"))
+    for index, (mode, env) in enumerate(TASK_MODES.items()):
+        with cluster(env, work / f"t{index}", redis=True) as running:
+            for row, row_mode, slow in TASK_RUNS:
+                if row_mode == mode:
+                    results[row] = measure_tasks(running, call, callers, window, slow=slow)
+    shutil.rmtree(work, ignore_errors=True)
+    publish("straggler-tasks", report_tasks(results, call, callers, window, WORKERS), write=write)
+    return 1 if any(run.wrong or run.errors for run in results.values()) else 0
+
+
 def main() -> int:
     options = parser(__doc__, duration=45.0, duration_help="seconds of load per row")
     options.add_argument("--callers", type=int, default=6, help="closed-loop callers (default 6)")
@@ -230,8 +262,13 @@ def main() -> int:
     options.add_argument(
         "--quick", action="store_true", help="only the defaults' cluster: the healthy and straggler-rule rows (smoke)"
     )
+    options.add_argument(
+        "--tasks", action="store_true", help="tasks instead of MRTR calls: its own section (straggler-tasks)"
+    )
     args = options.parse_args()
     call = PrimesCall(args.limit, primes.DEFAULT_SEGMENT)
+    if args.tasks:
+        return main_tasks(call, args.callers, args.duration, write=not args.no_report)
     results: dict[str, Run] = {}
     work = Path(tempfile.mkdtemp(prefix="mrtr-bench-"))
     for index, (mode, env) in enumerate(list(MODES.items())[: 1 if args.quick else None]):

@@ -1,0 +1,123 @@
+"""`benchmarks/straggler.py --tasks`: the same slow instance met by tasks instead of MRTR calls.
+
+Closed-loop callers each create a `count_primes` task through the proxy and follow it to its result
+(the client's default: pushed changes), over and over for the window, every answer checked. Task
+slices are taken from the Redis queue by whichever worker is free, so the proxy's round robin plays no
+part: what moves a task off the slow instance is the straggler rule in the task runner, and the row with
+`MRTR_WORKER_STRAGGLER_RATIO=0` shows what it buys. Per task the result's `_meta` says how many slices
+ran, where, and how many moves there were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks._cluster import PrimesCall, median
+from mrtr_client import AsyncClient
+from mrtr_ops.percentiles import percentile
+
+COMPUTE_META = "mrtr-cluster.dev/compute"
+MODES = {"straggler rule on": {}, "straggler rule off": {"MRTR_WORKER_STRAGGLER_RATIO": "0"}}
+RUNS = (
+    ("tasks, all healthy", "straggler rule on", False),
+    ("tasks, one slow, straggler rule on", "straggler rule on", True),
+    ("tasks, one slow, straggler rule off", "straggler rule off", True),
+)
+"""(row, cluster, throttled)."""
+
+
+@dataclass(frozen=True)
+class TaskCall:
+    seconds: float
+    in_window: bool
+    correct: bool
+    moves: int
+    slices: int
+    on_slow: int
+    """Slices of the task that ran on the slow instance (a move's own slice included)."""
+
+
+@dataclass
+class TaskRun:
+    calls: list[TaskCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    stopped_share: float | None = None
+
+    @property
+    def done(self) -> int:
+        return sum(call.in_window and call.correct for call in self.calls)
+
+    @property
+    def wrong(self) -> int:
+        return sum(not call.correct for call in self.calls)
+
+    def p(self, q: int) -> float:
+        return percentile([call.seconds for call in self.calls], q)
+
+
+def _task_call(meta: dict[str, Any], seconds: float, in_window: bool, correct: bool, slow: str | None) -> TaskCall:
+    visited = meta.get("visited", [])
+    on_slow = sum(1 for instance, *_ in visited if instance == slow)
+    return TaskCall(seconds, in_window, correct, int(meta.get("moves", 0)), int(meta.get("slices", 0)), on_slow)
+
+
+async def load_tasks(url: str, call: PrimesCall, callers: int, window: float, slow: str | None) -> TaskRun:
+    """`callers` closed-loop task creators for `window` seconds, each task followed to its checked result."""
+    run = TaskRun()
+    deadline = time.monotonic() + window
+    async with AsyncClient(url) as client:
+
+        async def caller() -> None:
+            while time.monotonic() < deadline:
+                started = time.monotonic()
+                try:
+                    done = await client.call_tool("count_primes", call.arguments, task=True)
+                except Exception as exc:  # counted, never allowed to stop the benchmark
+                    run.errors.append(type(exc).__name__)
+                    await asyncio.sleep(0.1)
+                    continue
+                ended = time.monotonic()
+                meta = (done.result.get("_meta") or {}).get(COMPUTE_META, {})
+                run.calls.append(_task_call(meta, ended - started, ended <= deadline, call.correct(done), slow))
+
+        await asyncio.gather(*(caller() for _ in range(callers)))
+    return run
+
+
+def report(results: dict[str, TaskRun], call: PrimesCall, callers: int, window: float, workers: int) -> list[str]:
+    lines = [
+        "## Stragglers and tasks: one instance at a quarter speed, task slices with the straggler rule on and off",
+        "",
+        f"{callers} closed-loop callers each create a `count_primes({call.limit:,})` task ({call.steps} steps) "
+        f"through the proxy of {workers} workers and follow it to its result, for {window:g} s a row; slices come "
+        "from the Redis queue, so the straggler rule in the task runner (not the proxy) decides where they go. "
+        "**Moves**: slices ended early on a slow instance or passed on by the one a task fled; **on slow**: "
+        "the share of all slices that ran (or started) on the throttled worker.",
+        "",
+        "| run | tasks done | p50 s | p90 s | p99 s | max s | wrong / errors | moves | slices per task p50 "
+        "| on slow | worker stopped |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row, run in results.items():
+        slices = sum(c.slices for c in run.calls)
+        on_slow = f"{sum(c.on_slow for c in run.calls) / slices:.0%}" if slices else "-"
+        stopped = f"{run.stopped_share:.0%}" if run.stopped_share is not None else "-"
+        lines.append(
+            f"| {row} | {run.done} | {run.p(50):.1f} | {run.p(90):.1f} | {run.p(99):.1f} "
+            f"| {max((c.seconds for c in run.calls), default=math.nan):.1f} | {run.wrong} / {len(run.errors)} "
+            f"| {sum(c.moves for c in run.calls)} | {median([c.slices for c in run.calls]):.0f} | {on_slow} "
+            f"| {stopped} |"
+        )
+    healthy = results[RUNS[0][0]]
+    lines += ["", "Against the healthy run:", ""]
+    for row, run in list(results.items())[1:]:
+        calls, p99 = run.done / max(1, healthy.done), run.p(99) / healthy.p(99)
+        lines.append(f"* {row}: tasks done {calls:.2f} x, p99 {p99:.2f} x")
+    if any(run.wrong or run.errors for run in results.values()):
+        errors = {error for run in results.values() for error in run.errors}
+        lines.append(f"\n**Some tasks failed or gave a wrong answer** ({', '.join(sorted(errors)) or 'wrong'}).")
+    return lines
