@@ -43,6 +43,7 @@ class StandIn:
         self.sse_gate = asyncio.Event()  # lets the second SSE event go out
         self.holding = 0
         self.probes = 0  # /readyz requests received
+        self.peers: list[object] = []  # the proxy's address for each /mcp request: how connections are reused
         self._thawed = asyncio.Event()
         self._thawed.set()
         self._runner: web.AppRunner | None = None
@@ -92,6 +93,7 @@ class StandIn:
 
     async def _mcp(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         self.seen.append(Seen(request.method, {k.lower(): v for k, v in request.headers.items()}, body))
         mode = request.headers.get("X-Test-Mode", "")
         if mode == "sse":
