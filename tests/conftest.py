@@ -23,7 +23,7 @@ collect_ignore = [] if os.environ.get("MRTR_COMPOSE_E2E") == "1" else ["e2e/comp
 if os.environ.get("MRTR_SWARM_E2E") != "1":
     collect_ignore.append("e2e/swarm")
 
-PROCESS_FIXTURES = frozenset({"start_worker", "make_cluster", "target", "redis_server"})
+PROCESS_FIXTURES = frozenset({"start_worker", "worker", "make_cluster", "target", "redis_server"})
 """Fixtures that start real worker, proxy or cluster processes: a test that uses one is `slow`.
 
 `pytest -m "not slow"` is the inner loop (unit tests, in-process proxies, manifests: seconds);
@@ -87,10 +87,19 @@ def start_worker(keyring_file: Path, log_dir: Path) -> Iterator[StartWorker]:
         process.stop()
 
 
-@pytest.fixture(scope="module")
-def worker(start_worker: StartWorker) -> WorkerSpec:
-    spec, _ = start_worker()
-    return spec
+@pytest.fixture(scope="session")
+def worker(keyring_file: Path, log_dir: Path) -> Iterator[WorkerSpec]:
+    """One default worker (version 1, the demo pack) for every module that only calls it: a start saved per module.
+
+    A test that changes a worker (stops it, switches its state format, reloads its ring) starts its own.
+    """
+    spec = WorkerSpec(instance_id=f"w{next(_instance_numbers)}", port=free_port(), keyring_file=keyring_file)
+    process = spec.process(log_dir).start()
+    try:
+        process.wait_ready()
+        yield spec
+    finally:
+        process.stop()
 
 
 McpTo = Callable[[WorkerSpec], McpHttp]
