@@ -88,6 +88,9 @@ def simple_response(
     return b"".join(lines)
 
 
+IDLE_TIMEOUT = 75.0
+"""Seconds a client's keep-alive connection may sit idle between requests (aiohttp's default too)."""
+
 Dispatch = Callable[["ClientConnection", LeanRequest], Awaitable[None]]
 
 
@@ -112,6 +115,7 @@ class ClientConnection(asyncio.Protocol):
         """The backend connection whose response is streaming here (flow control follows it)."""
         self.writing_paused = False
         self.gone = False
+        self._idle: asyncio.TimerHandle | None = None
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -124,6 +128,7 @@ class ClientConnection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         self.remote = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         self._registry.add(self)
+        self._wait_idle()
 
     def data_received(self, data: bytes) -> None:
         if self._stopped:
@@ -136,10 +141,21 @@ class ClientConnection(asyncio.Protocol):
             self._refuse(400, f"malformed request: {exc}")
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Also on the client's EOF (asyncio's default): a FIN cannot be told from a client gone,
+        and an SSE stream whose client left must free its backend."""
         self.gone = True
         self._registry.discard(self)
+        if self._idle is not None:
+            self._idle.cancel()
         if self._task is not None:
             self._task.cancel()
+
+    def _wait_idle(self) -> None:
+        self._idle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, self._idle_expired)
+
+    def _idle_expired(self) -> None:
+        if self._task is None and self._current is None:
+            self.close()
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -153,6 +169,9 @@ class ClientConnection(asyncio.Protocol):
 
     # -- httptools callbacks
     def on_message_begin(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
         self._url, self._body, self._size = b"", [], 0
         self._current = LeanRequest(method="", target=b"", headers=[], keep_alive=True, http11=True)
 
@@ -225,6 +244,8 @@ class ClientConnection(asyncio.Protocol):
             self.close()
         finally:
             self._task = None
+        if not self.gone:
+            self._wait_idle()
 
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
