@@ -1,8 +1,9 @@
 """What a proxy adds to the trivial call: direct to the workers, through our proxy and through HAProxy, in one run.
 
 Three workers serve the `echo` tool (one round, no computation). The same
-load reaches them three ways: directly (the load generator itself takes the
-workers in turn), through `mrtr_lb`, and through HAProxy configured as
+load reaches them four ways: directly (the load generator itself takes the
+workers in turn), through `mrtr_lb` on its lean engine (the cluster's proxy,
+the default) and on its aiohttp engine (a second proxy beside it), and through HAProxy configured as
 services/lb/README.md asks of any replacement (round robin, no stickiness,
 /readyz health checks, keep-alive). Latency is measured with one client at
 a time, throughput with many; the cells are interleaved over two rounds so
@@ -36,22 +37,21 @@ CPU_TARGET = 2.0
 ADDED_P50_TARGET_MS = 0.5
 
 
-def lean_proxy(port: int, backends: list[str], work_dir: Path) -> ManagedProcess:
-    """A second mrtr_lb in front of the same workers, on the lean engine (MRTR_LB_ENGINE=lean)."""
+def aiohttp_proxy(port: int, backends: list[str], work_dir: Path) -> ManagedProcess:
+    """A second mrtr_lb in front of the same workers, on the aiohttp engine (the cluster's runs the lean one)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_LB_")}
     env.update(
-        MRTR_LB_ENGINE="lean",
+        MRTR_LB_ENGINE="aiohttp",
         MRTR_LB_HOST=LOOPBACK,
         MRTR_LB_PORT=str(port),
         MRTR_LB_BACKENDS=",".join(backends),
-        MRTR_LB_LOG_LEVEL="WARNING",
     )
     work_dir.mkdir(parents=True, exist_ok=True)
     return ManagedProcess(
-        name="lb-lean",
+        name="lb-aiohttp",
         argv=[sys.executable, "-m", "mrtr_lb"],
         env=env,
-        log_path=work_dir / "lb-lean.log",
+        log_path=work_dir / "lb-aiohttp.log",
         ready_url=f"http://{LOOPBACK}:{port}/lb/healthz",
     )
 
@@ -88,18 +88,19 @@ def main() -> int:
     if binary is None:
         print(f"HAProxy row unavailable: {how}")
     paths: dict[str, Route] = {}
+    os.environ["MRTR_LB_ENGINE"] = "lean"  # the cluster's own proxy; the aiohttp one runs beside it
     with clusters({}, workers=3) as (cluster,):
         backends = [handle.url for handle in cluster.workers.values()]
         paths[DIRECT] = Route([f"{url}/mcp" for url in backends])
-        paths[OURS] = Route([cluster.mcp_url])
+        paths[LEAN] = Route([cluster.mcp_url])
         haproxy: ManagedProcess | None = None
-        lean: ManagedProcess | None = None
+        other: ManagedProcess | None = None
         try:
-            lean_port = free_port()
-            lean = lean_proxy(lean_port, backends, Path(cluster.config.work_dir) / "lean").start()
-            lean.wait_ready()
-            paths[LEAN] = Route([f"http://{LOOPBACK}:{lean_port}/mcp"])
-            lean_pid = lean.pid
+            other_port = free_port()
+            other = aiohttp_proxy(other_port, backends, Path(cluster.config.work_dir) / "aiohttp").start()
+            other.wait_ready()
+            paths[OURS] = Route([f"http://{LOOPBACK}:{other_port}/mcp"])
+            other_pid = other.pid
             if binary is not None:
                 port = free_port()
                 work = Path(cluster.config.work_dir) / "haproxy"
@@ -107,8 +108,8 @@ def main() -> int:
                 haproxy.wait_ready()
                 paths[HAPROXY] = Route([f"http://{LOOPBACK}:{port}/mcp"])
             cpu_of: dict[str, Callable[[], float]] = {
-                OURS: lambda: proxy_cpu(cluster),
-                LEAN: lambda: cpu_seconds(lean_pid),
+                OURS: lambda: cpu_seconds(other_pid),
+                LEAN: lambda: proxy_cpu(cluster),
             }
             if haproxy is not None:
                 haproxy_pid = haproxy.pid
@@ -122,7 +123,7 @@ def main() -> int:
                     if name in cpu_of:
                         path.cpu = (path.cpu or 0.0) + cpu_of[name]() - before
         finally:
-            for child in (haproxy, lean):
+            for child in (haproxy, other):
                 if child is not None:
                     child.stop()
     lines = report(paths, args.duration, args.concurrency, None if binary is not None else how)

@@ -75,6 +75,7 @@ async def test_cli_serves_and_stops_on_sigterm(
         ([], {"MRTR_LB_BACKENDS": "ftp://x:1"}, "MRTR_LB_BACKENDS"),
         (["--backends", "127.0.0.1:9001"], {"MRTR_LB_PORT": "eighty"}, "MRTR_LB_PORT"),
         (["--backend-dns", "worker"], {}, "MRTR_LB_BACKEND_DNS"),
+        (["--backends", "127.0.0.1:9001"], {"MRTR_LB_ENGINE": "nginx"}, "MRTR_LB_ENGINE"),
         (["--port"], {}, "bad arguments"),
         (["--nope"], {}, "bad arguments"),
     ],

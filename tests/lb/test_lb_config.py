@@ -11,7 +11,9 @@ from mrtr_lb.config import MIB, describe_error
 
 def test_defaults_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MRTR_LB_BACKENDS", "http://127.0.0.1:9001/, 127.0.0.1:9002,,http://127.0.0.1:9001")
+    monkeypatch.delenv("MRTR_LB_ENGINE", raising=False)
     settings = Settings()
+    assert settings.engine == "lean"
     assert settings.backends == ["http://127.0.0.1:9001", "http://127.0.0.1:9002"]
     assert (settings.host, settings.port) == ("127.0.0.1", 8080)
     assert settings.max_body_size == 8 * MIB

@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     retry_after: int = Field(default=1, ge=0)
     shutdown_timeout: float = Field(default=5.0, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    engine: Literal["aiohttp", "lean"] = "aiohttp"
+    engine: Literal["aiohttp", "lean"] = "lean"
     """Which code moves the bytes: aiohttp (server + client) or the lean asyncio/httptools path on uvloop."""
     proxy_paths: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["/mcp"])
     """Paths forwarded to the workers; anything else (a worker's /admin, /metrics) is not reachable through here."""
