@@ -38,7 +38,12 @@ other worker processes than the hop schedules, and step speed differs between pr
 measured), which over 400 ms of steps was as large as the hop cost itself."""
 TARGET_MS = 5.0
 NO_HOP, EVERY_STEP, FEW_STEPS = "no hop", "1 ms slice (a hop every step)", "slice of ~4 steps"
-PATHS = ("direct to one worker", "through the proxy (2 workers)")
+WORKERS = 2
+"""Workers per schedule's cluster: through the proxy, successive rounds land on them in turn."""
+
+
+def paths(workers: int) -> tuple[str, str]:
+    return "direct to one worker", f"through the proxy ({workers} worker{'s' if workers > 1 else ''})"
 
 
 @dataclass
@@ -100,17 +105,21 @@ def per_hop(runs: Runs, base: Runs, values: str) -> float:
 
 def main() -> int:
     options = parser(__doc__, duration=20.0, duration_help="seconds of measured runs, in interleaved rounds")
+    options.add_argument(
+        "--workers", type=int, default=WORKERS, help=f"workers per cluster (default {WORKERS}; the smoke test uses 1)"
+    )
     args = options.parse_args()
+    route = paths(args.workers)
     step_ms = bare_step_ms(CALL)
     plan = schedules(step_ms)
-    results = {(path, name): Runs() for path in PATHS for name in plan}
-    with clusters(*plan.values(), workers=2) as started:
+    results = {(path, name): Runs() for path in route for name in plan}
+    with clusters(*plan.values(), workers=args.workers) as started:
         by_name = dict(zip(plan, started, strict=True))
         clients = {
             (path, name): Client(
-                f"{cluster.workers['w1'].url}/mcp" if path == PATHS[0] else cluster.mcp_url, policy=PATIENT
+                f"{cluster.workers['w1'].url}/mcp" if path == route[0] else cluster.mcp_url, policy=PATIENT
             )
-            for path in PATHS
+            for path in route
             for name, cluster in by_name.items()
         }
         try:
@@ -126,12 +135,15 @@ def main() -> int:
             for client in clients.values():
                 client.close()
 
-    lines = report(results, plan, step_ms)
+    lines = report(results, plan, step_ms, args.workers)
     publish("hop-cost", lines, write=not args.no_report)
     return 1 if any(runs.errors for runs in results.values()) else 0
 
 
-def report(results: dict[tuple[str, str], Runs], plan: dict[str, dict[str, str]], step_ms: float) -> list[str]:
+def report(
+    results: dict[tuple[str, str], Runs], plan: dict[str, dict[str, str]], step_ms: float, workers: int = WORKERS
+) -> list[str]:
+    route = paths(workers)
     rounds = min(len(runs.seconds) for runs in results.values())
     every, few = plan[EVERY_STEP]["MRTR_WORKER_MAX_SLICE_MS"], plan[FEW_STEPS]["MRTR_WORKER_MAX_SLICE_MS"]
     lines = [
@@ -141,7 +153,8 @@ def report(results: dict[tuple[str, str], Runs], plan: dict[str, dict[str, str]]
         f"{step_ms:.2f} ms each when run in-process, {CALL.steps * step_ms:.0f} ms of work) is run without a hop "
         "and with the worker forced to hand it back every step or every few steps "
         f"(`MRTR_WORKER_MAX_SLICE_MS` of {every} and {few} ms, minimum slice 0, no priority ageing), each "
-        "schedule on its own cluster of two one-slot workers. Each hop is one more HTTP exchange: the worker "
+        f"schedule on its own cluster of {'two' if workers == 2 else workers} one-slot workers. "
+        "Each hop is one more HTTP exchange: the worker "
         "seals the state, the client sends it back at once, a worker unseals it and runs on. **Extra ms per "
         "hop** is (median wall time with hops - median without) / hops on the same path, so the steps cancel "
         "out; that is the figure the target applies to. The steps are kept short on purpose: step speed "
@@ -155,7 +168,7 @@ def report(results: dict[tuple[str, str], Runs], plan: dict[str, dict[str, str]]
         "|---|---|---:|---:|---:|---|---:|",
     ]
     verdicts, slopes = [], []
-    for path in PATHS:
+    for path in route:
         base = results[path, NO_HOP]
         for name in plan:
             runs = results[path, name]
@@ -164,7 +177,7 @@ def report(results: dict[tuple[str, str], Runs], plan: dict[str, dict[str, str]]
                 lines.append(f"| {path} | {name} | 0 ({CALL.steps}) | {wall:.0f} | - | - | - |")
                 continue
             extra = per_hop(runs, base, "seconds")
-            proxy = "-" if path == PATHS[0] else f"{per_hop(runs, base, 'proxy_cpu'):.2f}"
+            proxy = "-" if path == route[0] else f"{per_hop(runs, base, 'proxy_cpu'):.2f}"
             cpu = f"{per_hop(runs, base, 'client_cpu'):.2f} / {proxy} / {per_hop(runs, base, 'worker_cpu'):.2f}"
             sizes = runs.state_bytes
             size = f"{sum(sizes) / len(sizes):.0f} / {max(sizes)}" if sizes else "-"

@@ -16,7 +16,7 @@ HANG_GUARD_SECONDS = 900
 """Only against a hang: with two CPU hogs beside the suite, starting their clusters took over 180 s."""
 
 SMOKE = {
-    "hop_cost": ["--duration", "1"],
+    "hop_cost": ["--duration", "1", "--workers", "1"],  # three clusters (one per schedule): one worker each, not two
     "proxy": ["--duration", "0.2", "--no-install"],
     "tasks": [
         *("--duration", "0.3", "--warmup", "0", "--latency", "0.5", "--callers", "2", "--limit", "5000000"),
