@@ -35,6 +35,8 @@ LONG_STEPS = PrimesCall(200_000_000, 10_000_000)
 SCENARIOS = ((1, SHORT_STEPS), (2, SHORT_STEPS), (4, SHORT_STEPS), (2, LONG_STEPS))
 """(calls in flight, call): one, a full worker, twice its slots (the rest shed and retrying), longer steps."""
 TARGET_MS = 100.0
+EXIT_TARGET_MS = 300.0
+"""Issue 13: the process gone at most 300 ms after its last hand-back reached the client."""
 
 
 @dataclass
@@ -145,35 +147,40 @@ def report(drains: list[Drain], step_ms: dict[PrimesCall, float], run_for: float
         "**drain_worker** what the cluster API returned (it polls the process every 50 ms at most). "
         "**Work left** is what waiting for the computations instead would have cost: their remaining steps "
         "at the rate this worker was going. Read the drain against the step length: the target is that a "
-        "drain costs at most about one step, whatever is in flight. Between the hand-backs and the exit, the "
-        "worker's host is leaving: uvicorn sees the drain on its next 100 ms tick and waits a fixed 100 ms in "
-        "its shutdown, then the interpreter joins the step pool's processes and tears itself down.",
+        "drain costs at most about one step, whatever is in flight. **Exit after hand-back** is the time from "
+        "the last hand-back to the process being gone, the host leaving: the drain wakes uvicorn at once "
+        "(`mrtr_worker.draining_server`), its shutdown polls every 5 ms, the step pool's processes are "
+        "killed rather than joined (steps are pure, and every state has been handed back), and the "
+        "interpreter tears itself down.",
         "",
         "| calls in flight | running at drain | step ms (in-process / on the worker) | hand-backs sent ms "
-        "| process exited ms | drain_worker ms | work left at drain | calls handed back |",
-        "|---:|---:|---|---:|---:|---:|---|---:|",
+        "| process exited ms | exit after hand-back ms | drain_worker ms | work left at drain | calls handed back |",
+        "|---:|---:|---|---:|---:|---:|---:|---|---:|",
     ]
-    handed, exited = [], []
+    handed, exited, left = [], [], []
     for d in drains:
         bare = step_ms[d.call]
         if d.remaining_steps <= 0:
-            lines.append(f"| {d.calls} | finished before the drain: use a shorter --duration | | | | | | |")
+            lines.append(f"| {d.calls} | finished before the drain: use a shorter --duration | | | | | | | |")
             continue
         lines.append(
             f"| {d.calls} | {d.running:.0f} | {bare:.0f} / {d.worker_step_ms:.0f} "
             f"(segment {d.call.segment:,}) | {d.handed_back_s * 1000:.0f} | {d.exited_s * 1000:.0f} "
-            f"| {d.drain_worker_s * 1000:.0f} | {d.remaining_steps:.0f} steps, {d.remaining_s:.1f} s "
+            f"| {(d.exited_s - d.handed_back_s) * 1000:.0f} | {d.drain_worker_s * 1000:.0f} "
+            f"| {d.remaining_steps:.0f} steps, {d.remaining_s:.1f} s "
             f"| {d.drained_calls} of {d.calls} |"
         )
         bound = max(TARGET_MS, d.worker_step_ms)
         handed.append(d.handed_back_s * 1000 <= bound)
         exited.append(d.drain_worker_s * 1000 <= bound)
+        left.append((d.exited_s - d.handed_back_s) * 1000 <= EXIT_TARGET_MS)
     lines += [
         "",
         "Target: a drain takes at most one step (about 100 ms; the larger of the two counts), whatever is in "
         f"flight. Handing the computations back: {verdict(all(handed))} ({sum(handed)} of {len(handed)} drains "
         f"within one step). The drain as `drain_worker` measures it, until the process is gone: "
-        f"{verdict(all(exited))} ({sum(exited)} of {len(exited)}).",
+        f"{verdict(all(exited))} ({sum(exited)} of {len(exited)}). The process gone at most "
+        f"{EXIT_TARGET_MS:.0f} ms after its last hand-back: {verdict(all(left))} ({sum(left)} of {len(left)}).",
     ]
     errors = sum(d.errors for d in drains)
     if errors:

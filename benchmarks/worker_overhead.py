@@ -2,7 +2,9 @@
 
 Every server runs as a single uvicorn process on loopback and answers the
 same `echo` call: our worker; the MCP SDK's own bare stateless app
-(`benchmarks/_peers/sdk_app.py`, the target's reference); FastMCP 4 on the
+(`benchmarks/_peers/sdk_app.py`) answering JSON, the target's reference, and
+the same app in the SDK's default mode, which defers to an event stream as
+the worker does (long rounds stream pings and notifications); FastMCP 4 on the
 same 2026-07-28 wire (`benchmarks/_peers/fastmcp_app.py`, when the `bench`
 dependency group is installed); and a bare FastAPI endpoint that parses the
 same JSON-RPC body with no MCP at all (`benchmarks/bare_app.py`). The load
@@ -27,7 +29,8 @@ from mrtr_ops.local.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_worker.keyring import new_ring
 
 WORKER = "mrtr worker"
-SDK = "MCP SDK bare stateless app"
+SDK = "MCP SDK bare stateless app (JSON answers)"
+SDK_SSE = "MCP SDK bare stateless app (event-stream deferral, as the worker)"
 FASTMCP = "FastMCP 4"
 FASTAPI = "bare FastAPI (no MCP)"
 TARGET_CPU_RATIO = 1.2
@@ -60,6 +63,7 @@ def _targets(work: Path) -> dict[str, tuple[ManagedProcess, str]]:
     targets = {
         WORKER: (spec.process(work), f"{spec.url}/mcp"),
         SDK: _uvicorn("sdk-bare", "benchmarks._peers.sdk_app:app", work),
+        SDK_SSE: _uvicorn("sdk-bare-sse", "benchmarks._peers.sdk_app:sse_app", work),
     }
     if importlib.util.find_spec("fastmcp") is not None:
         targets[FASTMCP] = _uvicorn("fastmcp", "benchmarks._peers.fastmcp_app:app", work)

@@ -5,14 +5,18 @@ Configuration problems stop start-up with one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import logging
+import multiprocessing.util
+import os
 import sys
-from types import FrameType
+from typing import NoReturn
 
 import uvicorn
 from pydantic import ValidationError
 
-from mrtr_worker.app import Worker, create_app
+from mrtr_worker.app import create_app
 from mrtr_worker.config import WorkerSettings
+from mrtr_worker.draining_server import DrainingServer
 from mrtr_worker.keyring import KeyRing, KeyRingError
 
 
@@ -33,6 +37,7 @@ def _describe(exc: ValidationError) -> str:
 def main() -> int:
     try:
         settings = WorkerSettings()
+        _configure_logging(settings.log_level)
         ring = KeyRing.parse(settings.keyring_text())
         app = create_app(settings, ring)
     except ValidationError as exc:
@@ -52,30 +57,35 @@ def main() -> int:
         timeout_graceful_shutdown=settings.drain_timeout_seconds,
     )
     server = DrainingServer(config, app.state.worker)
-    server.run()
-    return 0
+    server.run()  # a signal that stopped it is raised again on the way out, ending the process there
+    _leave_now()
 
 
-class DrainingServer(uvicorn.Server):
-    """uvicorn, but SIGTERM drains first: computations hand back before the process goes.
+def _configure_logging(level: str) -> None:
+    """Plain lines on stderr, whatever is installed.
 
-    uvicorn's own graceful shutdown waits for in-flight requests; starting the
-    drain at the signal makes those requests end at their next step boundary
-    (handing their state back) instead of running to completion. An admin
-    drain ends the process the same way once the instance is idle.
+    The SDK configures the root logger when `MCPServer` is built, through rich's handler when rich
+    happens to be importable (a development environment with the bench group has it; the images do
+    not), which would wrap and colour the same lines differently per machine. Configuring it first
+    makes the SDK's `basicConfig` a no-op.
     """
+    logging.basicConfig(level=level.upper(), format="%(message)s", handlers=[logging.StreamHandler()])
 
-    def __init__(self, config: uvicorn.Config, worker: Worker) -> None:
-        super().__init__(config)
-        self._worker = worker
-        worker.lifecycle.on_drained = self._exit_when_drained
 
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self._worker.drain()
-        super().handle_exit(sig, frame)
+def _leave_now() -> NoReturn:
+    """Exit at once after a clean shutdown: the drain is done, the step pool killed, Redis closed.
 
-    def _exit_when_drained(self) -> None:
-        self.should_exit = True
+    The interpreter's own teardown (joining idle executor threads, multiprocessing's finalizers,
+    freeing every module) took most of a second on a busy machine, while the orchestrator and the
+    drain wait for the process to be gone. Nothing is left that needs it; the logs are flushed first.
+    """
+    # multiprocessing's own exit hook (private, but what atexit would run): it unlinks the step pool's
+    # semaphores, which the resource tracker would otherwise report as leaked.
+    multiprocessing.util._exit_function()  # type: ignore[attr-defined]
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -27,6 +28,7 @@ from mrtr_worker.admin import admin_router
 from mrtr_worker.auth import JwtVerifier, authenticate
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
+from mrtr_worker.front_door import FrontDoor
 from mrtr_worker.headers import InstanceHeaders
 from mrtr_worker.keyring import KeyRing
 from mrtr_worker.lifecycle import Lifecycle
@@ -169,9 +171,10 @@ def _token_verifier(settings: WorkerSettings) -> JwtVerifier | None:
     )
 
 
-def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI:
+def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FrontDoor:
     """Build the ASGI app of one worker; `ring` defaults to the one the settings name.
 
+    `/mcp` is served by the MCP stack directly, the rest by FastAPI (`front_door`).
     The app's `state.worker` is the `Worker`; a host that wants the process to
     end after a drain sets `worker.lifecycle.on_drained`.
     """
@@ -244,6 +247,16 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FastAPI
     app.include_router(admin)
     flows = None if worker.vault is None else worker.vault.flows
     app.include_router(vault_router(VaultSite(flows, verifier, SessionCodec(worker.codec), settings.public_base())))
-    app.mount("/", authenticated_mcp)  # after the host routes, so they match first
+    app.mount("/", authenticated_mcp)  # after the host routes, so they match first (odd paths: the SDK's 404s)
     app.add_middleware(InstanceHeaders, instance_id=worker.identity.instance_id, version=worker.identity.version)
-    return app
+    # The hot path: `/mcp` skips FastAPI and the SDK's Starlette wrapper (see `front_door`).
+    fast_mcp = authenticate(
+        ModernOnly(StreamableHTTPASGIApp(worker.mcp.session_manager)),
+        verifier,
+        allow_anonymous=settings.allow_anonymous,
+        required_scopes=settings.required_scopes,
+    )
+    instance = worker.identity
+    return FrontDoor(
+        mcp=InstanceHeaders(fast_mcp, instance_id=instance.instance_id, version=instance.version), host=app
+    )
