@@ -16,6 +16,30 @@ FAST_SLICES = {"MRTR_WORKER_MIN_SLICE_MS": "50", "MRTR_WORKER_MAX_SLICE_MS": "30
 """Short time slices so a computation of a second or two hops several times."""
 
 
+ADMIN_TOKEN = "cluster-operator-token"
+
+
+@pytest.fixture(scope="session")
+def secured_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Three workers that want the development issuer's tokens (and an operator token on /admin), short slices.
+
+    Shared by the modules that only call it (test_auth_cluster, test_vault_browser): neither changes
+    its membership or its settings, so one start serves both.
+    """
+    config = ClusterConfig(
+        workers=3,
+        port=0,
+        work_dir=tmp_path_factory.mktemp("secured"),
+        worker_env=dict(FAST_SLICES),
+        auth=True,
+        admin_token=ADMIN_TOKEN,
+        ready_timeout=180.0,  # a busy CI machine starts slowly
+    )
+    cluster = LocalCluster(config).start()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture(scope="module")
 def make_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeCluster]:
     started: list[LocalCluster] = []

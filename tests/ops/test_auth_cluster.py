@@ -14,14 +14,11 @@ from mrtr_client import AsyncClient, AuthenticationFailed
 from mrtr_ops.fleet import AdminError, LocalFleet, admin_call
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_worker.compute import primes
-from tests.ops.conftest import FAST_SLICES, MakeCluster
-
-ADMIN_TOKEN = "cluster-operator-token"
 
 
 @pytest.fixture(scope="module")
-def secured(make_cluster: MakeCluster) -> LocalCluster:
-    return make_cluster(workers=3, worker_env=FAST_SLICES, auth=True, admin_token=ADMIN_TOKEN)
+def secured(secured_cluster: LocalCluster) -> LocalCluster:
+    return secured_cluster
 
 
 async def test_a_hopping_computation_keeps_its_principal_on_every_instance(secured: LocalCluster) -> None:

@@ -25,7 +25,6 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_worker.vault.flows import key_fingerprint
-from tests.ops.conftest import MakeCluster
 from tests.support.vault import VaultCall, asked_url, flow_of
 
 pytestmark = pytest.mark.slow
@@ -36,8 +35,9 @@ SCREENSHOT_VARIABLE = "MRTR_VAULT_SCREENSHOT"
 
 
 @pytest.fixture(scope="module")
-def cluster(make_cluster: MakeCluster) -> LocalCluster:
-    return make_cluster(workers=2, auth=True, ready_timeout=180.0)  # a busy CI machine starts slowly
+def cluster(secured_cluster: LocalCluster) -> LocalCluster:
+    """Through the proxy, with Redis and the development issuer: the session's secured cluster."""
+    return secured_cluster
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,9 @@ GOOGLE = {"google_login": {"action": "accept", "content": {"name": "octo"}}}
 
 
 @pytest.fixture(scope="module")
-def pair(start_worker: StartWorker) -> tuple[WorkerSpec, WorkerSpec]:
-    """Two instances sharing the fleet's ring and audience."""
-    return start_worker()[0], start_worker()[0]
+def pair(worker: WorkerSpec, start_worker: StartWorker) -> tuple[WorkerSpec, WorkerSpec]:
+    """Two instances sharing the fleet's ring and audience (the session's default worker is one of them)."""
+    return worker, start_worker()[0]
 
 
 def _link_round(mcp: McpHttp, state: str | None = None, answers: dict[str, Any] | None = None) -> dict[str, Any]:

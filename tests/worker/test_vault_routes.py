@@ -21,7 +21,6 @@ from mrtr_ops.local.redis import RedisServer
 from mrtr_ops.waiting import wait_until
 from mrtr_worker.vault.flows import key_fingerprint
 from mrtr_worker.vault.session import COOKIE
-from tests.conftest import StartWorker
 from tests.support.vault import PageVisitor, VaultCall, asked_url, csrf_in, flow_of
 
 pytestmark = pytest.mark.slow
@@ -216,9 +215,8 @@ def test_an_anonymous_caller_gets_a_clear_error(call_as: Any) -> None:
     assert "needs a signed-in caller" in ended["content"][0]["text"]
 
 
-def test_without_redis_the_tool_is_unavailable_not_broken(start_worker: StartWorker) -> None:
-    plain, _ = start_worker()
-    call = VaultCall(f"{plain.url}/mcp", None)
+def test_without_redis_the_tool_is_unavailable_not_broken(worker: WorkerSpec) -> None:
+    call = VaultCall(f"{worker.url}/mcp", None)  # the session's default worker: no Redis
     try:
         ended = call.round()
     finally:
