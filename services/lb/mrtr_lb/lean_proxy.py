@@ -94,6 +94,8 @@ class RelayExchange:
         self._conn: UpstreamConnection | None = None
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.head_sent = False
+        self._hold = False
+        """The head waits for the first body bytes (a known non-empty length): one write instead of two."""
         self.clean = False
         """The backend's response was read to its end (the connection may be reused)."""
 
@@ -136,6 +138,7 @@ class RelayExchange:
                 continue
             if lower == b"content-length":
                 has_length = True
+                self._hold = value.strip() not in (b"0", b"")
             elif lower == b"x-worker-id":
                 self._out.worker = value.decode("latin-1")
             lines.append(b"%s: %s\r\n" % (name, value))
@@ -151,32 +154,36 @@ class RelayExchange:
         lines.append(b"\r\n")
         self._buffer.append(b"".join(lines))
         self._out.status = status
-        self.head_sent = True
         if head_only:  # no body follows, whatever the length says; this connection is not reused
+            self._hold = False
             self.flush()
             self._resolve(None)
 
     def on_body(self, data: bytes) -> None:
+        self._hold = False
         if self._chunked:
             self._buffer.append(b"%x\r\n%s\r\n" % (len(data), data))
         else:
             self._buffer.append(data)
 
     def on_complete(self) -> None:
+        self._hold = False
         if self._chunked:
             self._buffer.append(b"0\r\n\r\n")
         self.clean = True
         self._resolve(None)
 
     def on_lost(self, exc: BaseException) -> None:
+        self._hold = False
         self.flush()
         self._resolve(exc)
 
     def flush(self) -> None:
-        if self._buffer:
+        if self._buffer and not self._hold:
             data = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
             self._buffer.clear()
             self._client.write(data)
+            self.head_sent = True  # the head is always the first thing written
 
     def _resolve(self, exc: BaseException | None) -> None:
         if self.done.done():
