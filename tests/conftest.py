@@ -23,7 +23,9 @@ collect_ignore = [] if os.environ.get("MRTR_COMPOSE_E2E") == "1" else ["e2e/comp
 if os.environ.get("MRTR_SWARM_E2E") != "1":
     collect_ignore.append("e2e/swarm")
 
-PROCESS_FIXTURES = frozenset({"start_worker", "worker", "make_cluster", "secured_cluster", "target", "redis_server"})
+PROCESS_FIXTURES = frozenset(
+    {"start_worker", "worker", "make_cluster", "secured_cluster", "cabled_cluster", "target", "redis_server"}
+)
 """Fixtures that start real worker, proxy or cluster processes: a test that uses one is `slow`.
 
 `pytest -m "not slow"` is the inner loop (unit tests, in-process proxies, manifests: seconds);

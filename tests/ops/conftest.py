@@ -40,6 +40,26 @@ def secured_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalC
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def cabled_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Three workers the proxy reaches through cables (cut, pause, kill, drain), slices of at most 500 ms.
+
+    Shared by the fault tests of test_faults and test_shedding: each takes it through `settle` first,
+    which undoes what the test before did (a killed worker restarted, a drained one replaced).
+    """
+    config = ClusterConfig(
+        workers=3,
+        port=0,
+        work_dir=tmp_path_factory.mktemp("cabled"),
+        worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"},
+        cables=True,
+        ready_timeout=90,
+    )
+    cluster = LocalCluster(config).start()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture(scope="module")
 def make_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MakeCluster]:
     started: list[LocalCluster] = []

@@ -22,16 +22,10 @@ from mrtr_ops.chaos.watch import HandBackMeter
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.waiting import wait_until
 from mrtr_worker.compute import primes
-from tests.ops.conftest import MakeCluster, settle
+from tests.ops.conftest import settle
 
 LIMIT = 200_000_000
 SEGMENT = 2_500_000
-
-
-@pytest.fixture(scope="module")
-def cabled_cluster(make_cluster: MakeCluster) -> LocalCluster:
-    """One cluster for the module whose workers the proxy reaches through cables."""
-    return make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"}, cables=True, ready_timeout=90)
 
 
 @pytest.fixture

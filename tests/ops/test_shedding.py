@@ -128,16 +128,11 @@ def _wait_for_running_computation(cluster: LocalCluster, timeout: float = 20.0) 
 # --- failures ----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def calm_cluster(make_cluster: MakeCluster) -> LocalCluster:
-    return make_cluster(worker_env={"MRTR_WORKER_MAX_SLICE_MS": "500"})
-
-
 @pytest.fixture
-def calm(calm_cluster: LocalCluster) -> LocalCluster:
-    """The failure tests' shared cluster, made whole again first (the previous test killed or drained a worker)."""
-    settle(calm_cluster, workers=3)
-    return calm_cluster
+def calm(cabled_cluster: LocalCluster) -> LocalCluster:
+    """The session's cabled cluster (test_faults' too), made whole again first: a test before killed or drained."""
+    settle(cabled_cluster, workers=3)
+    return cabled_cluster
 
 
 def _run_in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
