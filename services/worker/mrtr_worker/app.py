@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from mcp.server.mcpserver import MCPServer
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -34,6 +33,7 @@ from mrtr_worker.keyring import KeyRing
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.modern_only import ModernOnly
+from mrtr_worker.quiet_calls import QuietCalls, QuietTools
 from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.server import build_mcp_server
 from mrtr_worker.state_codec import FleetStateCodec
@@ -67,6 +67,7 @@ class Worker:
     runner: TaskRunner | None = None
     vault: VaultDesk | None = None
     push: TaskPush | None = None
+    quiet: QuietTools | None = None
 
     @classmethod
     def from_settings(cls, settings: WorkerSettings, ring: KeyRing) -> Worker:
@@ -83,6 +84,7 @@ class Worker:
         tasks, runner = _task_parts(settings, codec, identity, lifecycle, engine, metrics)
         vault = _vault_desk(settings)
         push = TaskPush(tasks, lifecycle) if tasks is not None else None
+        quiet = QuietTools()
         return cls(
             settings=settings,
             identity=identity,
@@ -90,11 +92,14 @@ class Worker:
             metrics=metrics,
             lifecycle=lifecycle,
             engine=engine,
-            mcp=build_mcp_server(settings, codec, metrics, identity, engine, lifecycle, tasks, vault=vault, push=push),
+            mcp=build_mcp_server(
+                settings, codec, metrics, identity, engine, lifecycle, tasks, vault=vault, push=push, quiet=quiet
+            ),
             tasks=tasks,
             runner=runner,
             push=push,
             vault=vault,
+            quiet=quiet,
         )
 
     def tasks_health(self) -> dict[str, object]:
@@ -251,7 +256,7 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FrontDo
     app.add_middleware(InstanceHeaders, instance_id=worker.identity.instance_id, version=worker.identity.version)
     # The hot path: `/mcp` skips FastAPI and the SDK's Starlette wrapper (see `front_door`).
     fast_mcp = authenticate(
-        ModernOnly(StreamableHTTPASGIApp(worker.mcp.session_manager)),
+        ModernOnly(QuietCalls(worker.mcp.session_manager, worker.quiet or QuietTools())),
         verifier,
         allow_anonymous=settings.allow_anonymous,
         required_scopes=settings.required_scopes,

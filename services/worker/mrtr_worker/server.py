@@ -15,6 +15,7 @@ from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.observe import ObserveRequests
 from mrtr_worker.packs import PackEnv, Register
 from mrtr_worker.prompt_guard import PromptGuard
+from mrtr_worker.quiet_calls import QuietTools
 from mrtr_worker.replay_guard import ReplayGuard, SingleUseTools, SpentStates
 from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.state_codec import FleetStateCodec
@@ -49,6 +50,7 @@ def build_mcp_server(
     *,
     vault: VaultDesk | None = None,
     push: TaskPush | None = None,
+    quiet: QuietTools | None = None,
 ) -> MCPServer:
     """The SDK server with the fleet's shared requestState policy and the configured packs.
 
@@ -81,7 +83,14 @@ def build_mcp_server(
         None if store is None else SpentStates(store, prefix=settings.redis_prefix, instance_id=identity.instance_id)
     )
     server.middleware.append(ReplayGuard(single_use, spent, ttl_seconds=settings.state_ttl_seconds))
-    env = PackEnv(identity=identity, engine=engine, tasks=task_tools, vault=vault, single_use=single_use)
+    env = PackEnv(
+        identity=identity,
+        engine=engine,
+        tasks=task_tools,
+        vault=vault,
+        single_use=single_use,
+        quiet=quiet or QuietTools(),
+    )
     for pack in settings.tool_packs:
         _load_pack(pack)(server, env)
     return server

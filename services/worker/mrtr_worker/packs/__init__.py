@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 
+from mrtr_worker.quiet_calls import QuietTools
 from mrtr_worker.replay_guard import SingleUseTools
 from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.tasks.offer import TaskTools
@@ -29,6 +30,8 @@ class PackEnv:
     """The vault flows in Redis and the fleet's public URL (`connect_vault`); None without Redis."""
     single_use: SingleUseTools = field(default_factory=SingleUseTools)
     """Where a pack declares the tools whose states are accepted at most once (`mrtr_worker.replay_guard`)."""
+    quiet: QuietTools = field(default_factory=QuietTools)
+    """Where a pack declares the tools that never notify and return at once (`mrtr_worker.quiet_calls`)."""
 
 
 Register = Callable[[MCPServer, PackEnv], None]

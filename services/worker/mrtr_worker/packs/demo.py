@@ -90,6 +90,8 @@ def register(server: MCPServer, env: PackEnv) -> None:
     async def echo(text: str) -> CallToolResult:
         return _text_result(text, {"text": text})
 
+    env.quiet.declare("echo")  # never notifies, returns at once: answered as JSON without the stream deferral
+
     @server.tool(description="Write a haiku about a topic, using the client's model (sampling).")
     async def write_haiku(topic: str, ctx: Context) -> CallToolResult | InputRequiredResult:
         rnd = Round(ctx, identity)
