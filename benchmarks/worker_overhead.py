@@ -3,8 +3,10 @@
 Every server runs as a single uvicorn process on loopback and answers the
 same `echo` call: our worker; the MCP SDK's own bare stateless app
 (`benchmarks/_peers/sdk_app.py`) answering JSON, the target's reference, and
-the same app in the SDK's default mode, which defers to an event stream as
-the worker does (long rounds stream pings and notifications); FastMCP 4 on the
+the same app in the SDK's default mode, which defers every answer to a
+possible event stream (the worker keeps that for computations, whose long
+rounds stream pings, and answers quiet tools such as `echo` as JSON:
+`mrtr_worker.quiet_calls`); FastMCP 4 on the
 same 2026-07-28 wire (`benchmarks/_peers/fastmcp_app.py`, when the `bench`
 dependency group is installed); and a bare FastAPI endpoint that parses the
 same JSON-RPC body with no MCP at all (`benchmarks/bare_app.py`). The load
@@ -30,7 +32,7 @@ from mrtr_worker.keyring import new_ring
 
 WORKER = "mrtr worker"
 SDK = "MCP SDK bare stateless app (JSON answers)"
-SDK_SSE = "MCP SDK bare stateless app (event-stream deferral, as the worker)"
+SDK_SSE = "MCP SDK bare stateless app (its default: event-stream deferral)"
 FASTMCP = "FastMCP 4"
 FASTAPI = "bare FastAPI (no MCP)"
 TARGET_CPU_RATIO = 1.2
