@@ -48,6 +48,9 @@ class Sizes:
     """Kill and start over: seconds a leaving instance gets before SIGKILL."""
     drain_timeout: float
     """Stay where you land: how long a leaving instance may wait for its calls."""
+    upgrade_window: float = 0.0
+    """(b): seconds of load from the upgrade's start, the same for every strategy (longer only while the
+    upgrade itself lasts longer), so that calls completed compare."""
 
 
 @dataclass
@@ -136,6 +139,7 @@ def _rolling_upgrade(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) ->
                 add_workers(cluster, 1, strategy, version=2)
                 leaving += leave(cluster, name, strategy, steps, grace=sizes.grace, timeout=sizes.drain_timeout)
             upgrade = time.monotonic() - started
+            time.sleep(max(0.0, sizes.upgrade_window - upgrade))  # the rest of the window: the same load for all
         executed = steps.executed()
     cell = Cell("b", strategy, callers.load, sizes.long.steps, executed, upgrade_seconds=upgrade)
     cell.leaving_seconds = leaving
