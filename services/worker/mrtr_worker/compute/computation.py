@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mrtr_worker.inputs import InputRequestWire
+if TYPE_CHECKING:  # the step pool's processes import this module: they need no wire types
+    from mrtr_worker.inputs import InputRequestWire
 
 State = dict[str, Any]
 

@@ -14,12 +14,9 @@ instance keeps nothing, so the retry can land on any instance.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import json
 import multiprocessing
 import os
-import signal
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -30,6 +27,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker import inputs
 from mrtr_worker.capabilities import Need, allows, require
+from mrtr_worker.compute import pool_process
 from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.slots import Slots
@@ -37,32 +35,8 @@ from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.rounds import Round
 
-STEP_NICENESS = 10
-"""Pool processes run steps at a lower CPU priority than the worker's event loop."""
-_PR_SET_PDEATHSIG = 1
-
 COMPUTE_META_KEY = "mrtr-cluster.dev/compute"
 """Vendor `_meta` key on a computation's complete result: steps in all, hops, instances visited."""
-
-
-def _warm_up() -> None:
-    """Runs once in each pool process so the first real step does not pay for process start-up."""
-
-
-def _pool_process_setup(worker_pid: int) -> None:
-    """In each pool process: die with the worker, and yield the CPU to the event loops.
-
-    A worker killed with SIGKILL (or one whose server re-raises SIGTERM after
-    shutdown) never joins its pool; on Linux the kernel's parent-death signal
-    ends the pool processes instead of leaving them behind. The lower priority
-    keeps health checks and short calls quick while steps run on every core.
-    """
-    os.nice(STEP_NICENESS)
-    if sys.platform == "linux":
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != worker_pid:  # the worker died before the line above ran
-            os._exit(1)
 
 
 class Engine:
@@ -102,11 +76,12 @@ class Engine:
         self._pool = ProcessPoolExecutor(
             self._max_workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=_pool_process_setup,
+            initializer=pool_process.set_up,
             initargs=(os.getpid(),),
         )
         loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(self._pool, _warm_up) for _ in range(self._max_workers)))
+        warm_ups = (loop.run_in_executor(self._pool, pool_process.warm_up) for _ in range(self._max_workers))
+        await asyncio.gather(*warm_ups)
 
     async def stop(self) -> None:
         """End the pool processes, so none outlives the worker, without waiting for them to wind down.

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mrtr_worker import inputs
 from mrtr_worker.compute.computation import Computation, Question, State
 
 DEFAULT_CHUNK = 50_000
@@ -81,6 +80,8 @@ def _refined(state: State, content: dict[str, Any] | None) -> State:
 def question(state: State) -> Question | None:
     if not state["ask"] or state["asked"] or state["drawn"] < state["target"]:
         return None
+    from mrtr_worker import inputs  # here, not at the top: the step pool imports this module for `step`
+
     so_far = 4 * state["inside"] / state["drawn"]
     request = inputs.form(
         f"Estimate after {state['drawn']} samples: {so_far:.5f}. Double the samples to refine it?",
