@@ -103,7 +103,7 @@ def main() -> int:
 def measure(scenarios: list[str], strategies: list[Strategy], sizes: Sizes) -> list[Cell]:
     """Every cell on one proxy, one after the other (fresh workers for each)."""
     work = Path(tempfile.mkdtemp(prefix="mrtr-bench-"))
-    first = strategies[0]
+    first = strategies[0]  # the first cell's workers are the cluster's own
     config = ClusterConfig(
         workers=3 if scenarios[0] in "ab" else 2,
         port=0,
@@ -118,8 +118,8 @@ def measure(scenarios: list[str], strategies: list[Strategy], sizes: Sizes) -> l
     cells: list[Cell] = []
     try:
         cluster.start()
-        for strategy in strategies:  # strategy by strategy: the next scenario reuses the idle workers
-            for scenario in scenarios:
+        for scenario in scenarios:  # a scenario's cells side by side in time: a busy machine drifts
+            for strategy in strategies:
                 if scenario in NOBODY_LEAVES and strategy is Strategy.KILL:
                     continue  # the same settings and the same run as stay where you land
                 print(f"({scenario}) {SCENARIOS[scenario]}: {strategy.value} ...", flush=True)
