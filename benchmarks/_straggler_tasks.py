@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from benchmarks._cluster import PrimesCall, median
+from benchmarks._tally import Tally
 from mrtr_client import AsyncClient
-from mrtr_ops.percentiles import percentile
 
 COMPUTE_META = "mrtr-cluster.dev/compute"
 MODES = {"straggler rule on": {}, "straggler rule off": {"MRTR_WORKER_STRAGGLER_RATIO": "0"}}
@@ -41,22 +41,8 @@ class TaskCall:
     """Slices of the task that ran on the slow instance (a move's own slice included)."""
 
 
-@dataclass
-class TaskRun:
-    calls: list[TaskCall] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    stopped_share: float | None = None
-
-    @property
-    def done(self) -> int:
-        return sum(call.in_window and call.correct for call in self.calls)
-
-    @property
-    def wrong(self) -> int:
-        return sum(not call.correct for call in self.calls)
-
-    def p(self, q: int) -> float:
-        return percentile([call.seconds for call in self.calls], q)
+class TaskRun(Tally[TaskCall]):
+    """One row of task calls."""
 
 
 def _task_call(meta: dict[str, Any], seconds: float, in_window: bool, correct: bool, slow: str | None) -> TaskCall:

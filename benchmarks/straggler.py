@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, median, stop_cluster, verdict
@@ -44,10 +44,10 @@ from benchmarks._straggler_tasks import MODES as TASK_MODES
 from benchmarks._straggler_tasks import RUNS as TASK_RUNS
 from benchmarks._straggler_tasks import TaskRun, load_tasks
 from benchmarks._straggler_tasks import report as report_tasks
+from benchmarks._tally import Tally
 from benchmarks.report import parser, publish
 from mrtr_client import AsyncClient
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
-from mrtr_ops.percentiles import percentile
 from mrtr_protocol.rounds import COMPLETE, HAND_BACK_REASONS, EndOfRound
 from mrtr_worker.compute import primes
 from mrtr_worker.compute.policy import SheddingSettings
@@ -101,22 +101,8 @@ class Call:
 
 
 @dataclass
-class Run:
-    calls: list[Call] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    stopped_share: float | None = None
+class Run(Tally[Call]):
     slow: str | None = None
-
-    @property
-    def done(self) -> int:
-        return sum(call.in_window and call.correct for call in self.calls)
-
-    @property
-    def wrong(self) -> int:
-        return sum(not call.correct for call in self.calls)
-
-    def p(self, q: int) -> float:
-        return percentile([call.seconds for call in self.calls], q)
 
 
 class Throttle:
