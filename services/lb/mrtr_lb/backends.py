@@ -7,17 +7,24 @@ is exactly what lets a long computation hop away from a busy or dying one.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 log = logging.getLogger("mrtr_lb.backends")
 
 Source = Literal["static", "dns", "admin"]
 State = Literal["healthy", "unhealthy", "drained"]
+
+
+class Abandonable(Protocol):
+    """A request running on a backend that can be given up on (the engines each have their own)."""
+
+    def abandon(self) -> bool:
+        """Answer 504 (or cut the stream) now; False if the request had already ended."""
+        ...
 
 
 @dataclass(eq=False)
@@ -38,8 +45,8 @@ class Backend:
     """Health probes in a row that got no HTTP answer at all (timed out, refused, reset)."""
     abandoned: int = 0
     """Requests given up on because this backend stopped answering while they ran."""
-    pending: set[asyncio.Timeout] = field(default_factory=set, repr=False)
-    """One cancel scope per request running here; expiring it abandons that request."""
+    pending: set[Abandonable] = field(default_factory=set, repr=False)
+    """The requests running here, each of which the health checker may abandon."""
 
     @property
     def state(self) -> State:
@@ -61,12 +68,7 @@ class Backend:
         and its client retries with its last requestState; the backend may have
         received it, so the proxy itself never re-sends it.
         """
-        scopes = [scope for scope in self.pending if not scope.expired()]
-        if scopes:
-            now = asyncio.get_running_loop().time()
-            for scope in scopes:
-                scope.reschedule(now)
-        return len(scopes)
+        return sum(1 for request in list(self.pending) if request.abandon())
 
     def as_json(self) -> dict[str, object]:
         return {

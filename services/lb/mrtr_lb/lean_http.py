@@ -12,9 +12,9 @@ import asyncio
 import collections
 import http
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Protocol, cast
 from urllib.parse import unquote
 
 import httptools
@@ -91,11 +91,24 @@ def simple_response(
 IDLE_TIMEOUT = 75.0
 """Seconds a client's keep-alive connection may sit idle between requests (aiohttp's default too)."""
 
-Dispatch = Callable[["ClientConnection", LeanRequest], Awaitable[None]]
+
+class Handler(Protocol):
+    """What runs a connection's current request; told when the client leaves mid-request."""
+
+    def client_gone(self) -> None: ...
+
+
+Dispatch = Callable[["ClientConnection", LeanRequest], None]
+"""Starts answering a request; whatever it starts calls :meth:`ClientConnection.done` exactly once."""
 
 
 class ClientConnection(asyncio.Protocol):
-    """Parses requests off one client connection and answers them in order."""
+    """Parses requests off one client connection and answers them in order.
+
+    No task per request: the dispatcher starts an answer and the answer calls
+    :meth:`done`, from a protocol callback when the response is relayed, which
+    starts the next queued (pipelined) request.
+    """
 
     def __init__(self, dispatch: Dispatch, max_body: int, registry: set[ClientConnection]) -> None:
         self._dispatch = dispatch
@@ -103,24 +116,37 @@ class ClientConnection(asyncio.Protocol):
         self._registry = registry
         self._parser = httptools.HttpRequestParser(self)
         self._queue: collections.deque[LeanRequest] = collections.deque()
-        self._task: asyncio.Task[None] | None = None
+        self._active: LeanRequest | None = None
+        self._pumping = False
+        self._waiters: list[asyncio.Future[None]] = []
         self._current: LeanRequest | None = None
         self._url = b""
         self._body: list[bytes] = []
         self._size = 0
         self._stopped = False  # parse nothing more: the connection closes after what is queued
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._last_done = 0.0
+        self._idle: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.remote = ""
+        self.handler: Handler | None = None
+        """What runs the current request (set by the dispatcher), told if the client leaves."""
         self.upstream: UpstreamConnection | None = None
         """The backend connection whose response is streaming here (flow control follows it)."""
         self.writing_paused = False
         self.gone = False
-        self._idle: asyncio.TimerHandle | None = None
 
     @property
-    def task(self) -> asyncio.Task[None] | None:
-        """The task answering this connection's requests, if any is running."""
-        return self._task
+    def busy(self) -> bool:
+        """A request is being answered or waits its turn."""
+        return self._active is not None or bool(self._queue)
+
+    async def finished(self) -> None:
+        """Return once no request is being answered or waiting (for a graceful stop)."""
+        if self.busy and not self.gone:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -128,7 +154,9 @@ class ClientConnection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         self.remote = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         self._registry.add(self)
-        self._wait_idle()
+        self._loop = asyncio.get_running_loop()
+        self._last_done = self._loop.time()
+        self._idle = self._loop.call_later(IDLE_TIMEOUT, self._check_idle)
 
     def data_received(self, data: bytes) -> None:
         if self._stopped:
@@ -145,17 +173,22 @@ class ClientConnection(asyncio.Protocol):
         and an SSE stream whose client left must free its backend."""
         self.gone = True
         self._registry.discard(self)
+        self._queue.clear()
         if self._idle is not None:
             self._idle.cancel()
-        if self._task is not None:
-            self._task.cancel()
+        handler = self.handler
+        if handler is not None:
+            handler.client_gone()
+        self._wake()
 
-    def _wait_idle(self) -> None:
-        self._idle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, self._idle_expired)
-
-    def _idle_expired(self) -> None:
-        if self._task is None and self._current is None:
+    def _check_idle(self) -> None:
+        """One timer per connection, re-armed from the last answer's time instead of once per request."""
+        assert self._loop is not None
+        idle = self._loop.time() - self._last_done
+        if not self.busy and self._current is None and idle >= IDLE_TIMEOUT:
             self.close()
+            return
+        self._idle = self._loop.call_later(max(IDLE_TIMEOUT - idle, 1.0), self._check_idle)
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -169,9 +202,6 @@ class ClientConnection(asyncio.Protocol):
 
     # -- httptools callbacks
     def on_message_begin(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
         self._url, self._body, self._size = b"", [], 0
         self._current = LeanRequest(method="", target=b"", headers=[], keep_alive=True, http11=True)
 
@@ -210,7 +240,8 @@ class ClientConnection(asyncio.Protocol):
         req, self._current = self._current, None
         if req is None or self._stopped:
             return
-        req.body = b"".join(self._body)
+        body = self._body
+        req.body = body[0] if len(body) == 1 else b"".join(body)
         req.keep_alive = self._parser.should_keep_alive()
         self._body = []
         self._enqueue(req)
@@ -228,24 +259,46 @@ class ClientConnection(asyncio.Protocol):
 
     def _enqueue(self, req: LeanRequest) -> None:
         self._queue.append(req)
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._pump()
 
-    async def _run(self) -> None:
+    def _pump(self) -> None:
+        """Start queued requests one at a time; a loop, not recursion, when answers end at once."""
+        if self._pumping:
+            return
+        self._pumping = True
         try:
-            while self._queue:
-                req = self._queue.popleft()
-                await self._dispatch(self, req)
-                if not req.keep_alive:
+            while self._active is None and self._queue and not self.gone:
+                req = self._active = self._queue.popleft()
+                try:
+                    self._dispatch(self, req)
+                except Exception:
+                    log.exception("unhandled error on a client connection")
+                    self._queue.clear()
+                    self._active = self.handler = None
                     self.close()
-                    return
-        except Exception:
-            log.exception("unhandled error on a client connection")
-            self.close()
         finally:
-            self._task = None
-        if not self.gone:
-            self._wait_idle()
+            self._pumping = False
+
+    def done(self, req: LeanRequest) -> None:
+        """The answer to ``req`` is complete (or abandoned): close, or go on with the next request."""
+        if req is not self._active:
+            return
+        self._active = self.handler = None
+        if self._loop is not None:
+            self._last_done = self._loop.time()
+        if not req.keep_alive:
+            self._queue.clear()
+            self.close()
+        else:
+            self._pump()
+        if not self.busy:
+            self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():

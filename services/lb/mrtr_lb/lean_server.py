@@ -52,12 +52,13 @@ class LeanServer:
             await self._stack.aclose()
             raise
         self.port = int(self._server.sockets[0].getsockname()[1])
+        self._proxy.start()
         return self
 
-    async def dispatch(self, client: ClientConnection, req: LeanRequest) -> None:
+    def dispatch(self, client: ClientConnection, req: LeanRequest) -> None:
         path = req.path
         if path in self._paths:
-            await self._proxy.handle(client, req)
+            self._proxy.handle(client, req, path)
             return
         head = req.method == "HEAD"
         if req.reject is not None:
@@ -71,19 +72,22 @@ class LeanServer:
             status, kind = 404, JSON
             body = jsonrpc_error_body(f"{path} is not served through this proxy", -32601)
         client.write(simple_response(status, body, kind, keep_alive=req.keep_alive, head=head))
+        client.done(req)
 
     async def stop(self) -> None:
         """Stop accepting, let open requests finish for up to the shutdown timeout, then close the rest."""
         if self._server is not None:
             self._server.close()
-            running = [conn.task for conn in self._connections if conn.task is not None]
+            running = [asyncio.ensure_future(conn.finished()) for conn in self._connections if conn.busy]
             for conn in list(self._connections):
-                if conn.task is None:
+                if not conn.busy:
                     conn.close()
             if running:
-                await asyncio.wait(running, timeout=self.settings.shutdown_timeout)
+                _, late = await asyncio.wait(running, timeout=self.settings.shutdown_timeout)
+                for waiter in late:
+                    waiter.cancel()
             for conn in list(self._connections):
                 conn.close()
             self._server = None
-        self._proxy.upstream.close()
+        self._proxy.close()
         await self._stack.aclose()

@@ -31,6 +31,15 @@ class Exchange(Protocol):
     def flush(self) -> None: ...
 
 
+def connection_tokens(headers: Headers) -> set[bytes]:
+    """Header names the sender listed in ``Connection`` (hop-by-hop by declaration)."""
+    tokens: set[bytes] = set()
+    for name, value in headers:
+        if name.lower() == b"connection":
+            tokens.update(token.strip().lower() for token in value.split(b","))
+    return tokens
+
+
 class UpstreamClosed(ConnectionError):
     """The backend closed the connection before the response was complete."""
 
@@ -162,18 +171,21 @@ class UpstreamPool:
         self._idle: dict[str, list[UpstreamConnection]] = {}
         self._ssl: ssl.SSLContext | None = None
 
-    async def acquire(self, url: str) -> UpstreamConnection:
-        """A live idle connection to ``url``, or a new one (OSError/TimeoutError: never delivered)."""
+    def take_idle(self, url: str) -> UpstreamConnection | None:
+        """A live idle connection to ``url``, if the pool has one (no await: the fast path needs none)."""
         idle = self._idle.get(url)
+        if not idle:
+            return None
         now = time.monotonic()
         while idle:
             conn = idle.pop()
             if not conn.closed and now - conn.idle_since < self._keepalive:
                 return conn
             conn.close()
-        return await self._connect(url)
+        return None
 
-    async def _connect(self, url: str) -> UpstreamConnection:
+    async def connect(self, url: str) -> UpstreamConnection:
+        """A new connection to ``url`` (OSError/TimeoutError: the request was never delivered)."""
         parsed = URL(url)
         host, port = parsed.host or "", parsed.port or (443 if parsed.scheme == "https" else 80)
         secure = parsed.scheme == "https"

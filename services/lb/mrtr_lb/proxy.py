@@ -102,6 +102,21 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
 
 
+class ScopeAbandon:
+    """An aiohttp-engine request as :class:`Backend` holds it: abandoning expires its cancel scope now."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, scope: asyncio.Timeout) -> None:
+        self.scope = scope
+
+    def abandon(self) -> bool:
+        if self.scope.expired():
+            return False
+        self.scope.reschedule(asyncio.get_running_loop().time())
+        return True
+
+
 @dataclass
 class Outcome:
     """What happened to one request, for the access log and metrics."""
@@ -230,11 +245,12 @@ class Proxy:
         try:
             # A cancel scope the health checker expires if the backend stops answering (Backend.abandon_pending).
             async with asyncio.timeout(None) as scope:
-                backend.pending.add(scope)
+                pending = ScopeAbandon(scope)
+                backend.pending.add(pending)
                 try:
                     return await self._attempt(request, backend, headers, data, out)
                 finally:
-                    backend.pending.discard(scope)
+                    backend.pending.discard(pending)
         except TimeoutError:
             if not scope.expired():
                 raise
