@@ -1,0 +1,95 @@
+"""The sync client's standard-library connection: replies, stale keep-alive connections, failures, when it is used."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from mrtr_client import Client
+from mrtr_client._lean_http import LeanConnection, TransportError, usable_for
+
+REPLY = b'{"ok":1}'
+
+
+class ClosingServer:
+    """Answers each request on a fresh connection, then closes it without saying so (a keep-alive timeout)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.closed = threading.Event()
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(
+                    next(
+                        v
+                        for k, _, v in (h.partition(b":") for h in head.split(b"\r\n"))
+                        if k.lower() == b"content-length"
+                    )
+                )
+                while len(body) < length:
+                    body += conn.recv(65536)
+                self.requests.append(body)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Worker-Id: s1\r\n"
+                    + f"Content-Length: {len(REPLY)}\r\n\r\n".encode()
+                    + REPLY
+                )
+            self.closed.set()
+
+
+@pytest.fixture
+def server() -> Iterator[ClosingServer]:
+    s = ClosingServer()
+    yield s
+    s.sock.close()
+
+
+def test_a_silently_closed_keep_alive_connection_is_replaced_not_failed(server: ClosingServer) -> None:
+    lean = LeanConnection(f"http://127.0.0.1:{server.port}/mcp", connect_timeout=5, read_timeout=5)
+    status, headers, body = lean.post(b'{"a":1}', {"Content-Type": "application/json"})
+    assert (status, headers["content-type"], headers["x-worker-id"], body) == (200, "application/json", "s1", REPLY)
+    assert server.closed.wait(5)
+    status, _, body = lean.post(b'{"a":2}', {"Content-Type": "application/json"})
+    assert (status, body) == (200, REPLY)
+    assert server.requests == [b'{"a":1}', b'{"a":2}']
+    assert server.connections == 2
+    lean.close()
+
+
+def test_an_unreachable_server_is_a_transport_error() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    lean = LeanConnection(f"http://127.0.0.1:{port}/mcp", connect_timeout=5, read_timeout=5)
+    with pytest.raises(TransportError):
+        lean.post(b"{}", {})
+
+
+def test_only_plain_http_without_a_proxy_uses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert usable_for("http://127.0.0.1:8080/mcp")
+    assert not usable_for("https://example.test/mcp")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
+    assert not usable_for("http://example.test/mcp")
+    assert not Client("http://example.test/mcp")._lean
+    monkeypatch.setenv("NO_PROXY", "example.test")
+    assert usable_for("http://example.test/mcp")
