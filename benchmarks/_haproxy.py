@@ -2,8 +2,11 @@
 
 It is configured the way services/lb/README.md says a replacement balancer
 must be: round robin, no stickiness, health checks on /readyz, retries only
-on connection failures; plus `option http-keep-alive` on both sides. It runs
-as a child of the benchmark (foreground, `-db`), never as a system service.
+on connection failures; plus `option http-keep-alive` on both sides. With
+``access_log`` it logs one line per request to its stdout (`option httplog`,
+as services/haproxy/haproxy.cfg does in compose), which is what mrtr_lb does
+by default. It runs as a child of the benchmark (foreground, `-db`), never
+as a system service.
 """
 
 from __future__ import annotations
@@ -38,15 +41,17 @@ def ensure_installed(*, install: bool) -> tuple[str | None, str]:
     return None, f"haproxy could not be installed: {done.stderr.strip().splitlines()[-1:] or done.returncode}"
 
 
-def config(port: int, backends: list[str]) -> str:
+def config(port: int, backends: list[str], *, access_log: bool = False) -> str:
     servers = "\n".join(
         f"    server w{i} {url.removeprefix('http://')} check" for i, url in enumerate(backends, start=1)
     )
+    global_log = "\n    log stdout format raw local0 info" if access_log else ""
+    defaults_log = "\n    log global\n    option httplog" if access_log else ""
     return f"""global
-    maxconn 4096
+    maxconn 4096{global_log}
 
 defaults
-    mode http
+    mode http{defaults_log}
     option http-keep-alive
     timeout connect 2s
     timeout client 60s
@@ -69,11 +74,11 @@ backend workers
 """
 
 
-def process(binary: str, port: int, backends: list[str], work_dir: Path) -> ManagedProcess:
+def process(binary: str, port: int, backends: list[str], work_dir: Path, *, access_log: bool = False) -> ManagedProcess:
     """An HAProxy child listening on 127.0.0.1:port; ready once it forwards /readyz to a worker."""
     work_dir.mkdir(parents=True, exist_ok=True)
     config_file = work_dir / "haproxy.cfg"
-    config_file.write_text(config(port, backends))
+    config_file.write_text(config(port, backends, access_log=access_log))
     return ManagedProcess(
         name="haproxy",
         argv=[binary, "-db", "-f", str(config_file)],

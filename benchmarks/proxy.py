@@ -1,14 +1,19 @@
 """What a proxy adds to the trivial call: direct to the workers, through our proxy and through HAProxy, in one run.
 
 Three workers serve the `echo` tool (one round, no computation). The same
-load reaches them four ways: directly (the load generator itself takes the
-workers in turn), through `mrtr_lb` on its lean engine (the cluster's proxy,
-the default) and on its aiohttp engine (a second proxy beside it), and through HAProxy configured as
+load reaches them six ways: directly (the load generator itself takes the
+workers in turn); through `mrtr_lb` on its lean engine (the cluster's proxy,
+the default, access log on), a second lean one with the access log off, and
+one on the aiohttp engine; and through HAProxy configured as
 services/lb/README.md asks of any replacement (round robin, no stickiness,
-/readyz health checks, keep-alive). Latency is measured with one client at
-a time, throughput with many; the cells are interleaved over two rounds so
-that drift in the machine's load hits every path alike. The proxies' own
-CPU per request is read from /proc.
+/readyz health checks, keep-alive), once logging every request to stdout as
+ours does (`option httplog`, what the compose profile runs) and once logging
+nothing. Each proxy is compared with the HAProxy that logs as it does.
+Latency is measured with one client at a time, throughput with many; the
+cells are interleaved over two rounds so that drift in the machine's load
+hits every path alike. The proxies' own CPU per request is read from /proc,
+and the upstream connections each holds after its throughput cell from
+/proc/net/tcp.
 """
 
 from __future__ import annotations
@@ -21,39 +26,62 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import _haproxy
-from benchmarks._cluster import clusters, proxy_cpu, verdict
+from benchmarks._cluster import clusters, verdict
 from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request, is_complete
 from benchmarks.report import parser, publish
 from mrtr_ops.local.process import LOOPBACK, ManagedProcess, free_port
 
-DIRECT, OURS, LEAN, HAPROXY = (
+DIRECT, OURS, LEAN, LEAN_QUIET, HAPROXY_LOG, HAPROXY = (
     "direct (client round robin)",
-    "mrtr_lb, aiohttp engine",
-    "mrtr_lb, lean engine (uvloop + httptools)",
-    "HAProxy",
+    "mrtr_lb, aiohttp engine, access log",
+    "mrtr_lb, lean engine, access log (default)",
+    "mrtr_lb, lean engine, no access log",
+    "HAProxy, access log (httplog to stdout)",
+    "HAProxy, no log",
 )
+LIKE_FOR_LIKE = {LEAN: HAPROXY_LOG, LEAN_QUIET: HAPROXY, OURS: HAPROXY_LOG}
+"""Each of our proxies against the HAProxy that logs as it does."""
 THROUGHPUT_TARGET = 1.0
 CPU_TARGET = 2.0
 ADDED_P50_TARGET_MS = 0.5
 
 
-def aiohttp_proxy(port: int, backends: list[str], work_dir: Path) -> ManagedProcess:
-    """A second mrtr_lb in front of the same workers, on the aiohttp engine (the cluster's runs the lean one)."""
+def lb_process(name: str, port: int, backends: list[str], work_dir: Path, **settings: str) -> ManagedProcess:
+    """Another mrtr_lb in front of the same workers (the cluster's own is the lean one with its access log)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_LB_")}
-    env.update(
-        MRTR_LB_ENGINE="aiohttp",
-        MRTR_LB_HOST=LOOPBACK,
-        MRTR_LB_PORT=str(port),
-        MRTR_LB_BACKENDS=",".join(backends),
-    )
+    env.update(MRTR_LB_HOST=LOOPBACK, MRTR_LB_PORT=str(port), MRTR_LB_BACKENDS=",".join(backends))
+    env.update({f"MRTR_LB_{key.upper()}": value for key, value in settings.items()})
     work_dir.mkdir(parents=True, exist_ok=True)
     return ManagedProcess(
-        name="lb-aiohttp",
+        name=name,
         argv=[sys.executable, "-m", "mrtr_lb"],
         env=env,
-        log_path=work_dir / "lb-aiohttp.log",
+        log_path=work_dir / f"{name}.log",
         ready_url=f"http://{LOOPBACK}:{port}/lb/healthz",
     )
+
+
+def upstream_connections(pid: int, ports: set[int]) -> int:
+    """Established TCP connections of process ``pid`` to any of ``ports`` (from /proc: no tools needed)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "01" and fields[9] in inodes and int(fields[2].rsplit(":", 1)[1], 16) in ports:
+                count += 1
+    return count
 
 
 @dataclass
@@ -63,6 +91,8 @@ class Route:
     urls: list[str]
     cpu: float | None = None
     """The proxy process's CPU seconds over the throughput cells (None: no proxy)."""
+    upstream: list[int] = field(default_factory=list)
+    """Connections the proxy held to the workers right after each throughput cell."""
     latency: LoadResult = field(default_factory=LoadResult)
     throughput: LoadResult = field(default_factory=LoadResult)
 
@@ -88,44 +118,45 @@ def main() -> int:
     if binary is None:
         print(f"HAProxy row unavailable: {how}")
     paths: dict[str, Route] = {}
-    os.environ["MRTR_LB_ENGINE"] = "lean"  # the cluster's own proxy; the aiohttp one runs beside it
+    os.environ["MRTR_LB_ENGINE"] = "lean"  # the cluster's own proxy; the others run beside it
     with clusters({}, workers=3) as (cluster,):
         backends = [handle.url for handle in cluster.workers.values()]
+        worker_ports = {int(url.rsplit(":", 1)[1]) for url in backends}
+        work = Path(cluster.config.work_dir)
         paths[DIRECT] = Route([f"{url}/mcp" for url in backends])
         paths[LEAN] = Route([cluster.mcp_url])
-        haproxy: ManagedProcess | None = None
-        other: ManagedProcess | None = None
+        pid_of: dict[str, int] = {LEAN: cluster.proxy_pid}
+        children: list[ManagedProcess] = []
         try:
-            other_port = free_port()
-            other = aiohttp_proxy(other_port, backends, Path(cluster.config.work_dir) / "aiohttp").start()
-            other.wait_ready()
-            paths[OURS] = Route([f"http://{LOOPBACK}:{other_port}/mcp"])
-            other_pid = other.pid
+            extra: list[tuple[str, Callable[[int], ManagedProcess]]] = [
+                (LEAN_QUIET, lambda port: lb_process("lb-quiet", port, backends, work / "quiet", log_level="WARNING")),
+                (OURS, lambda port: lb_process("lb-aiohttp", port, backends, work / "aiohttp", engine="aiohttp")),
+            ]
             if binary is not None:
+                extra += [
+                    (HAPROXY_LOG, lambda port: _haproxy.process(binary, port, backends, work / "hl", access_log=True)),
+                    (HAPROXY, lambda port: _haproxy.process(binary, port, backends, work / "haproxy")),
+                ]
+            for name, make in extra:
                 port = free_port()
-                work = Path(cluster.config.work_dir) / "haproxy"
-                haproxy = _haproxy.process(binary, port, backends, work).start()
-                haproxy.wait_ready()
-                paths[HAPROXY] = Route([f"http://{LOOPBACK}:{port}/mcp"])
-            cpu_of: dict[str, Callable[[], float]] = {
-                OURS: lambda: cpu_seconds(other_pid),
-                LEAN: lambda: proxy_cpu(cluster),
-            }
-            if haproxy is not None:
-                haproxy_pid = haproxy.pid
-                cpu_of[HAPROXY] = lambda: cpu_seconds(haproxy_pid)
+                child = make(port).start()
+                children.append(child)
+                child.wait_ready()
+                paths[name] = Route([f"http://{LOOPBACK}:{port}/mcp"])
+                pid_of[name] = child.pid
             for _ in range(2):
                 for path in paths.values():
                     _add(path.latency, asyncio.run(_cell(path.urls, 1, args.duration)))
                 for name, path in paths.items():
-                    before = cpu_of[name]() if name in cpu_of else 0.0
+                    pid = pid_of.get(name)
+                    before = cpu_seconds(pid) if pid else 0.0
                     _add(path.throughput, asyncio.run(_cell(path.urls, args.concurrency, args.duration)))
-                    if name in cpu_of:
-                        path.cpu = (path.cpu or 0.0) + cpu_of[name]() - before
+                    if pid:
+                        path.cpu = (path.cpu or 0.0) + cpu_seconds(pid) - before
+                        path.upstream.append(upstream_connections(pid, worker_ports))
         finally:
-            for child in (haproxy, other):
-                if child is not None:
-                    child.stop()
+            for child in children:
+                child.stop()
     lines = report(paths, args.duration, args.concurrency, None if binary is not None else how)
     publish("proxy", lines, write=not args.no_report)
     return 1 if any(p.latency.errors or p.throughput.errors for p in paths.values()) else 0
@@ -140,46 +171,68 @@ def report(paths: dict[str, Route], duration: float, concurrency: int, unavailab
         f"another; **throughput**: {concurrency} concurrent clients, closed loop; 2 x {duration:g} s per cell, "
         "interleaved. **Direct** is the load generator taking the workers in turn itself; HAProxy is set up "
         "as services/lb/README.md asks of any replacement balancer (round robin, no stickiness, /readyz "
-        "health checks, keep-alive). Everything shares the machine's two cores with the load generator, so "
+        "health checks, keep-alive). **Like for like**: mrtr_lb writes one access-log line per request by "
+        "default, so it is compared with an HAProxy that does too (`option httplog` to stdout, as the compose "
+        "profile's HAProxy runs); the quiet lean proxy is compared with an HAProxy that logs nothing. "
+        "Everything shares the machine's two cores with the load generator, so "
         "throughput is what the whole box does, and a proxy's CPU per request is what it takes from the "
         "workers. **Added p50** is the path's median latency minus the direct one. Direct is not a free "
         "baseline: uvicorn sends a response's headers and body in two writes, which a client talking to a "
         "worker must read apart; a proxy that passes both on at once spares it that, so a proxy can come out "
         "below direct, and at one client the added p50 moves by a few tenths of a millisecond from run to run. "
-        "The proxies' CPU per request is the steadier comparison.",
+        "The proxies' CPU per request is the steadier comparison. **Upstream connections**: those the proxy "
+        "held to the workers right after each throughput cell (direct: one per client connection, "
+        f"{concurrency} spread over the workers).",
         "",
         "| path | p50 ms (1 client) | p99 ms (1 client) | added p50 ms | requests/s "
-        f"({concurrency} clients) | p50 ms ({concurrency} clients) | proxy CPU ms/request | errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"({concurrency} clients) | p50 ms ({concurrency} clients) | proxy CPU ms/request | upstream connections "
+        "| errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, path in paths.items():
         lat, thr = path.latency, path.throughput
         added = "-" if name == DIRECT else f"{lat.p50 - direct_p50:.2f}"
-        cpu = "-" if path.cpu is None or not thr.requests else f"{path.cpu / thr.requests * 1000:.3f}"
+        cpu = "-" if path.cpu is None or not thr.requests else f"{_cpu_ms(path):.3f}"
+        upstream = "/".join(str(n) for n in path.upstream) or "-"
         lines.append(
             f"| {name} | {lat.p50:.2f} | {lat.percentile(99):.2f} | {added} | {thr.rps:.0f} | {thr.p50:.2f} "
-            f"| {cpu} | {lat.errors + thr.errors} |"
+            f"| {cpu} | {upstream} | {lat.errors + thr.errors} |"
         )
     if unavailable is not None:
-        lines.append(f"| {HAPROXY} | unavailable: {unavailable} | | | | | | |")
+        lines.append(f"| HAProxy | unavailable: {unavailable} | | | | | | | |")
     lines.append("")
-    for name in (OURS, LEAN):
+    for name in (OURS, LEAN, LEAN_QUIET):
         extra_ms = paths[name].latency.p50 - direct_p50
         lines.append(
             f"Added p50 of {name} vs direct: {extra_ms:.2f} ms; target ≤ {ADDED_P50_TARGET_MS} ms: "
             f"{verdict(extra_ms <= ADDED_P50_TARGET_MS)}."
         )
     if HAPROXY in paths:
-        for name in (OURS, LEAN):
-            ratio = paths[name].throughput.rps / paths[HAPROXY].throughput.rps
+        for name, reference in LIKE_FOR_LIKE.items():
+            ratio = paths[name].throughput.rps / paths[reference].throughput.rps
             lines.append(
-                f"{name}: throughput as a fraction of HAProxy's {ratio:.2f} (target ≥ {THROUGHPUT_TARGET}: "
-                f"{verdict(ratio >= THROUGHPUT_TARGET)}); CPU per request vs HAProxy's: "
-                f"{_cpu_ratio(paths[name], paths[HAPROXY])}."
+                f"{name} vs {reference}: throughput {ratio:.2f}x (target ≥ {THROUGHPUT_TARGET}: "
+                f"{verdict(ratio >= THROUGHPUT_TARGET)}); CPU per request "
+                f"{_cpu_ratio(paths[name], paths[reference])}."
             )
+        lines.append(
+            f"What one access-log line costs per request: mrtr_lb lean {_log_cost(paths[LEAN], paths[LEAN_QUIET])}, "
+            f"HAProxy {_log_cost(paths[HAPROXY_LOG], paths[HAPROXY])}."
+        )
     else:
         lines.append("Throughput against HAProxy: not measured (HAProxy unavailable).")
     return lines
+
+
+def _cpu_ms(path: Route) -> float:
+    return (path.cpu or 0.0) / path.throughput.requests * 1000 if path.throughput.requests else 0.0
+
+
+def _log_cost(logging: Route, quiet: Route) -> str:
+    """CPU ms per request with the log minus without it (noisy: a difference of two measurements)."""
+    if not (logging.cpu and quiet.cpu and logging.throughput.requests and quiet.throughput.requests):
+        return "not measured"
+    return f"{_cpu_ms(logging) - _cpu_ms(quiet):+.3f} ms CPU"
 
 
 def _cpu_ratio(ours: Route, reference: Route) -> str:

@@ -61,7 +61,12 @@ async def test_cli_serves_and_stops_on_sigterm(
         assert await asyncio.wait_for(proc.wait(), WAIT) == 0
         rest = (await proc.stderr.read()).decode()
         assert "Traceback" not in rest
-        assert "mrtr_lb.access" in rest
+        access = re.compile(
+            r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO mrtr_lb\.access: POST /mcp mcp_method=\S+ "
+            r"mcp_name=\S+ backend=http://\S+ status=200 duration_ms=[\d.]+ retried=no attempts=1 result=ok worker=w$",
+            re.MULTILINE,
+        )
+        assert len(access.findall(rest)) == 3, rest  # one line per request, in the root formatter's shape
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -11,8 +11,9 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
+from . import proxy
 from .config import Settings, describe_error
-from .logsink import BatchedStreamHandler, flushing
+from .logsink import LINE_FORMAT, BatchedStreamHandler, direct_lines, flushing
 from .server import serve_until_signalled
 
 PROG = "mrtr-lb"
@@ -63,9 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     if batched is not None:  # fields no log line of ours shows; not collecting them saves time per line
         logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler: logging.Handler = batched or logging.StreamHandler(sys.stderr)
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=[handler]
-    )
+    logging.basicConfig(level=settings.log_level, format=LINE_FORMAT, handlers=[handler])
+    if batched is not None:
+        proxy.direct_access_lines(direct_lines(batched, proxy.access_log))
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
             serving = serve_until_signalled(settings)

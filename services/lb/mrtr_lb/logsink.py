@@ -13,6 +13,7 @@ import asyncio
 import io
 import logging
 import sys
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -36,6 +37,43 @@ class BatchedStreamHandler(logging.StreamHandler[io.TextIOWrapper]):
     def close(self) -> None:
         self.flush_now()
         super().close()
+
+
+class DirectLines:
+    """Access-log lines formatted and written straight to a batched handler's stream.
+
+    The same text as the root formatter's ``%(asctime)s %(levelname)s %(name)s: %(message)s``,
+    without a LogRecord, the handler chain and a strftime per line (the
+    timestamp's seconds are formatted once per second): half the log's cost.
+    Only for a logger whose lines would reach nothing but ``handler``.
+    """
+
+    def __init__(self, handler: BatchedStreamHandler, logger: logging.Logger) -> None:
+        self._write = handler.stream.write
+        self._prefix = f" INFO {logger.name}: "
+        self._second = -1
+        self._stamp = ""
+
+    def __call__(self, message: str) -> None:
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second, self._stamp = second, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        self._write(f"{self._stamp},{int((now - second) * 1000):03d}{self._prefix}{message}\n")
+
+
+def direct_lines(handler: BatchedStreamHandler, logger: logging.Logger) -> DirectLines | None:
+    """A :class:`DirectLines` for ``logger`` if its INFO lines go to ``handler`` alone, unchanged; else None."""
+    root = logging.getLogger()
+    if logger.handlers or logger.filters or root.filters or root.handlers != [handler] or handler.filters:
+        return None
+    formatter = handler.formatter
+    if formatter is None or formatter._fmt != LINE_FORMAT or formatter.datefmt is not None:
+        return None
+    return DirectLines(handler, logger)
+
+
+LINE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class _NoLock:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -377,8 +378,20 @@ def record(
         out.result,
         _field(out.worker),
     )
+    if _direct is not None:
+        _direct(_ACCESS_FORMAT % args)
+        return
     # makeRecord + handle: the same record as .info() makes, without walking the stack for the caller.
     access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, __file__, 0, _ACCESS_FORMAT, args, None))
+
+
+_direct: Callable[[str], None] | None = None
+
+
+def direct_access_lines(writer: Callable[[str], None] | None) -> None:
+    """Write access-log lines with ``writer`` instead of through logging (the lean CLI's batched stderr)."""
+    global _direct
+    _direct = writer
 
 
 _ACCESS_FORMAT = (
