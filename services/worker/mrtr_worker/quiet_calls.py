@@ -13,19 +13,38 @@ JSON there too).
 
 The tool is read from the `Mcp-Name` header, never the body; the SDK's
 handler then checks that the header matches the body (a mismatch is
-refused), so a client that lies only loses its own pings. Everything else
-(computations, which may run a whole slice; the conformance pack's progress;
-`subscriptions/listen`) keeps the SDK's manager and its event streams.
+refused), so a client that lies only loses its own pings.
+
+A tool that never notifies but may run long (a computation's round: a
+slice, or a wait for a compute slot) is declared silent (`env.quiet.declare_silent`).
+Its calls keep what the deferral gives them, done with plain asyncio instead of
+anyio's task group and zero-size stream: the round runs in one task, a
+disconnect watcher starts once the body is read and cancels it when the client
+leaves, and a round still running after the SDK's ping interval commits to an
+event stream with the SDK's keep-alive pings and ends with the response as its
+one event. A round that ends inside the window (every hand-back of a sliced
+computation) is answered as JSON, the bytes the SDK would have written. Only a
+request that accepts event streams takes this path (the SDK's streaming mode
+refuses the others with 406, and still does). Everything else (the conformance
+pack's progress, `subscriptions/listen`) keeps the SDK's manager and its event
+streams.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
+from mcp.server import _streamable_http_modern as sdk_http
 from mcp.server._streamable_http_modern import handle_modern_request
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 _METHOD_HEADER = b"mcp-method"
 _NAME_HEADER = b"mcp-name"
+_ACCEPT_HEADER = b"accept"
+_EVENT_STREAM = b"text/event-stream"
+_PING = b": ping\r\n\r\n"
 
 
 class QuietTools:
@@ -33,9 +52,14 @@ class QuietTools:
 
     def __init__(self) -> None:
         self._tools: set[bytes] = set()
+        self.silent: set[bytes] = set()
+        """Tools that never notify but may run long: JSON when they end inside the ping window."""
 
     def declare(self, tool: str) -> None:
         self._tools.add(tool.encode())
+
+    def declare_silent(self, tool: str) -> None:
+        self.silent.add(tool.encode())
 
     def __contains__(self, tool: object) -> bool:
         return tool in self._tools
@@ -54,18 +78,81 @@ class QuietCalls:
         self._default = StreamableHTTPASGIApp(manager)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] == "POST" and self._quiet(scope["headers"]):
-            m = self._manager
-            state = m._lifespan_state  # set by the manager's run(), which the worker's lifespan enters
-            await handle_modern_request(m.app, m.security_settings, True, state, scope, receive, send)
+        path = self._path(scope["headers"]) if scope["method"] == "POST" else None
+        if path == "quiet":
+            await self._json(scope, receive, send)
+        elif path == "silent":
+            await self._silent(scope, receive, send)
         else:
             await self._default(scope, receive, send)
 
-    def _quiet(self, headers: list[tuple[bytes, bytes]]) -> bool:
+    async def _json(self, scope: Scope, receive: Receive, send: Send) -> None:
+        m = self._manager
+        state = m._lifespan_state  # set by the manager's run(), which the worker's lifespan enters
+        await handle_modern_request(m.app, m.security_settings, True, state, scope, receive, send)
+
+    async def _silent(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's deferral for a handler that never notifies: JSON in the window, else pings, then the event."""
+        reply: list[Message] = []
+        watcher: asyncio.Task[None] | None = None
+
+        async def capture(message: Message) -> None:
+            reply.append(message)
+
+        async def watch() -> None:
+            while (await receive()).get("type") != "http.disconnect":
+                pass  # pragma: no cover
+            handler.cancel()  # the client left: the round ends here, its slot freed (as the SDK's deferral does)
+
+        async def reading() -> Message:
+            nonlocal watcher
+            message = await receive()
+            if watcher is None and not message.get("more_body", False):
+                # The body is read: from now on, receive only waits for a disconnect.
+                watcher = asyncio.ensure_future(watch())
+            return message
+
+        handler = asyncio.ensure_future(self._json(scope, reading, capture))
+        try:
+            interval = sdk_http._SSE_PING_INTERVAL
+            done, _ = await asyncio.wait((handler,), timeout=interval)
+            if done:
+                if not handler.cancelled():
+                    handler.result()  # the SDK answers a handler's errors itself; anything else is raised here
+                    for message in reply:
+                        await send(message)
+                return
+            await send({"type": "http.response.start", "status": 200, "headers": sdk_http._SSE_HEADERS})
+            while not done:
+                await send({"type": "http.response.body", "body": _PING, "more_body": True})
+                done, _ = await asyncio.wait((handler,), timeout=interval)
+            if not handler.cancelled():
+                handler.result()
+                body = b"".join(m.get("body", b"") for m in reply if m["type"] == "http.response.body")
+                event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+                await send({"type": "http.response.body", "body": event, "more_body": False})
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            if not handler.done():
+                handler.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await handler
+
+    def _path(self, headers: list[tuple[bytes, bytes]]) -> str | None:
         method = name = None
+        streams = False
         for key, value in headers:
             if key == _METHOD_HEADER:
                 method = value
             elif key == _NAME_HEADER:
                 name = value
-        return method == b"tools/call" and name in self._tools
+            elif key == _ACCEPT_HEADER and _EVENT_STREAM in value:
+                streams = True
+        if method != b"tools/call":
+            return None
+        if name in self._tools:
+            return "quiet"
+        if streams and name in self._tools.silent:
+            return "silent"
+        return None

@@ -38,6 +38,7 @@ def register(server: MCPServer, env: PackEnv) -> None:
     engine, identity = env.engine, env.identity
     for tool in ("count_primes", "hash_chain", "estimate_pi"):
         env.tasks.declare(tool, TaskSupport.OPTIONAL)
+        env.quiet.declare_silent(tool)  # never notifies: a round that ends within the ping window answers JSON
 
     async def run(
         ctx: Context, computation: Computation, arguments: dict[str, Any]
