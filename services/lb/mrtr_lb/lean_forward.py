@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .backends import Backend
 from .lean_http import ClientConnection, LeanRequest
-from .lean_upstream import Headers, UpstreamConnection, connection_tokens
+from .lean_upstream import Headers, UpstreamConnection
 from .proxy import HOP_BY_HOP, Outcome, describe, record
 
 if TYPE_CHECKING:
@@ -212,8 +212,8 @@ class Forward:
             task.cancel()
 
     # -- the response (lean_upstream.Exchange)
-    def on_head(self, status: int, reason: bytes, headers: Headers) -> None:
-        drop = _HOP | connection_tokens(headers)
+    def on_head(self, status: int, reason: bytes, headers: Headers, tokens: set[bytes]) -> None:
+        drop = _HOP | tokens if tokens else _HOP
         req = self._req
         lines = [b"HTTP/1.1 %d %s\r\n" % (status, reason)]
         has_length = False

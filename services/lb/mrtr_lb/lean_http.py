@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import http
 import logging
 from collections.abc import Callable, Sequence
@@ -38,17 +39,21 @@ class LeanRequest:
     """Answer this status and message instead (size limit, bad framing); the connection closes after."""
     _lower: dict[bytes, bytes] | None = field(default=None, repr=False)
 
-    def header(self, name: bytes) -> bytes | None:
-        """Look up a header by its lower-case name (the last one wins)."""
+    def lowered(self) -> dict[bytes, bytes]:
+        """Headers by lower-case name (the last one wins), built once."""
         if self._lower is None:
             self._lower = {n.lower(): v for n, v in self.headers}
-        return self._lower.get(name)
+        return self._lower
+
+    def header(self, name: bytes) -> bytes | None:
+        """Look up a header by its lower-case name (the last one wins)."""
+        return self.lowered().get(name)
 
     def text(self, name: bytes) -> str | None:
-        value = self.header(name)
+        value = self.lowered().get(name)
         return None if value is None else value.decode("latin-1")
 
-    @property
+    @functools.cached_property
     def path_and_query(self) -> tuple[bytes, bytes]:
         """Origin-form path and query, also for an absolute-form target (its host never picks the backend)."""
         try:

@@ -26,39 +26,38 @@ _REQUEST_DROP = frozenset(name.encode() for name in REQUEST_DROP)
 JSON = "application/json; charset=utf-8"
 
 
+_XFF, _XFP, _XFH, _HOST = b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"host"
+_REQUEST_SPECIAL = _REQUEST_DROP | {_XFF}
+
+
 def upstream_request(req: LeanRequest, backend: Backend, remote: str) -> bytes:
     """The request as the backend gets it: end-to-end headers, X-Forwarded-*, a recomputed length."""
+    lowered = req.lowered()
+    tokens = connection_tokens(req.headers) if b"connection" in lowered else set()
+    special = _REQUEST_SPECIAL | tokens if tokens else _REQUEST_SPECIAL
     path, query = req.path_and_query
-    target = path + b"?" + query if query else path
-    drop = _REQUEST_DROP | connection_tokens(req.headers)
-    lines = [b"%s %s HTTP/1.1\r\n" % (req.method.encode(), target)]
-    forwarded_for = None
-    seen_proto = seen_host = has_host = False
+    parts = [req.method.encode(), b" ", path + b"?" + query if query else path, b" HTTP/1.1\r\n"]
+    forwarded_for: list[bytes] = []
     for name, value in req.headers:
         lower = name.lower()
-        if lower in drop:
+        if lower in special:
+            if lower == _XFF and lower not in tokens:
+                forwarded_for.append(value)
             continue
-        if lower == b"x-forwarded-for":
-            forwarded_for = value if forwarded_for is None else forwarded_for + b", " + value
-            continue
-        seen_proto = seen_proto or lower == b"x-forwarded-proto"
-        seen_host = seen_host or lower == b"x-forwarded-host"
-        has_host = has_host or lower == b"host"
-        lines.append(b"%s: %s\r\n" % (name, value))
-    address = remote.encode()
-    lines.append(b"X-Forwarded-For: %s\r\n" % (forwarded_for + b", " + address if forwarded_for else address))
-    if not seen_proto:
-        lines.append(b"X-Forwarded-Proto: http\r\n")
-    host = req.header(b"host")
-    if host and not seen_host:
-        lines.append(b"X-Forwarded-Host: %s\r\n" % host)
-    if not has_host:
-        lines.append(b"Host: %s\r\n" % backend.url.split("://", 1)[1].encode())
+        parts += (name, b": ", value, b"\r\n")
+    forwarded_for.append(remote.encode())
+    parts += (b"X-Forwarded-For: ", b", ".join(forwarded_for), b"\r\n")
+    if _XFP not in lowered or _XFP in tokens:
+        parts.append(b"X-Forwarded-Proto: http\r\n")
+    host = lowered.get(_HOST)
+    if host and (_XFH not in lowered or _XFH in tokens):
+        parts += (b"X-Forwarded-Host: ", host, b"\r\n")
+    if host is None or _HOST in tokens:
+        parts += (b"Host: ", backend.url.split("://", 1)[1].encode(), b"\r\n")
     if req.body or req.method in BODY_METHODS:
-        lines.append(b"Content-Length: %d\r\n" % len(req.body))
-    lines.append(b"\r\n")
-    lines.append(req.body)
-    return b"".join(lines)
+        parts.append(b"Content-Length: %d\r\n" % len(req.body))
+    parts += (b"\r\n", req.body)
+    return b"".join(parts)
 
 
 class Slots:

@@ -24,7 +24,9 @@ Headers = list[tuple[bytes, bytes]]
 class Exchange(Protocol):
     """The receiver of one response (implemented by the lean proxy)."""
 
-    def on_head(self, status: int, reason: bytes, headers: Headers) -> None: ...
+    def on_head(self, status: int, reason: bytes, headers: Headers, tokens: set[bytes]) -> None:
+        """``tokens``: the header names the backend listed in ``Connection`` (hop-by-hop by declaration)."""
+
     def on_body(self, data: bytes) -> None: ...
     def on_complete(self) -> None: ...
     def on_lost(self, exc: BaseException) -> None: ...
@@ -59,6 +61,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._headers: Headers = []
         self._framed = False
         self._head_seen = False
+        self._tokens: set[bytes] = set()
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -93,6 +96,7 @@ class UpstreamConnection(asyncio.Protocol):
     # -- httptools callbacks
     def on_message_begin(self) -> None:
         self._reason, self._headers, self._framed, self._head_seen = b"", [], False, False
+        self._tokens = set()
 
     def on_status(self, reason: bytes) -> None:
         self._reason += reason
@@ -101,6 +105,8 @@ class UpstreamConnection(asyncio.Protocol):
         lower = name.lower()
         if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):
             self._framed = True
+        elif lower == b"connection":
+            self._tokens.update(token.strip().lower() for token in value.split(b","))
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
@@ -109,7 +115,7 @@ class UpstreamConnection(asyncio.Protocol):
         if status in (204, 304):
             self._framed = True
         if self.exchange is not None:
-            self.exchange.on_head(status, self._reason, self._headers)
+            self.exchange.on_head(status, self._reason, self._headers, self._tokens)
 
     def on_body(self, body: bytes) -> None:
         if self.exchange is not None:
