@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
+from mcp.shared.inbound import X_MCP_HEADER_KEY
 
 from mrtr_worker.answer_limits import LimitAnswers
 from mrtr_worker.compute.engine import Engine
@@ -37,6 +41,32 @@ def _load_pack(name: str) -> Register:
     """A pack's `register` function; imported on demand so a worker loads only the packs it serves."""
     register: Register = importlib.import_module(f"mrtr_worker.packs.{name}").register
     return register
+
+
+SchemaLookup = Callable[[str], Mapping[str, Any] | None]
+
+
+def headerless_schemas_skipped(lookup: SchemaLookup) -> SchemaLookup:
+    """The SDK's tool-schema lookup for `Mcp-Param` header checks, None for a schema that declares no header.
+
+    Before every `tools/call` the SDK walks the tool's whole input schema twice (validity of its
+    `x-mcp-header` annotations, then each annotated position) to compare headers with arguments.
+    A schema with no annotation at all has nothing to compare, and the SDK skips the check when the
+    lookup gives None: the same verdict, decided once per schema instead of on every call. The test is
+    conservative (the key appearing anywhere in the schema's JSON keeps the full check).
+    """
+    verdicts: dict[int, tuple[Mapping[str, Any], bool]] = {}
+
+    def lookup_declaring(name: str) -> Mapping[str, Any] | None:
+        schema = lookup(name)
+        if schema is None:
+            return None
+        known = verdicts.get(id(schema))
+        if known is None or known[0] is not schema:
+            known = verdicts[id(schema)] = (schema, X_MCP_HEADER_KEY in json.dumps(schema))
+        return schema if known[1] else None
+
+    return lookup_declaring
 
 
 def build_mcp_server(
@@ -93,4 +123,7 @@ def build_mcp_server(
     )
     for pack in settings.tool_packs:
         _load_pack(pack)(server, env)
+    lowlevel = server._lowlevel_server
+    if lowlevel.get_tool_input_schema is not None:
+        lowlevel.get_tool_input_schema = headerless_schemas_skipped(lowlevel.get_tool_input_schema)
     return server
