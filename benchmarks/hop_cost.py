@@ -36,7 +36,8 @@ CALL = PrimesCall(10_000_000, 100_000)
 """100 steps of about 1 ms. The work must stay small next to what a hop costs: the no-hop baseline runs on
 other worker processes than the hop schedules, and step speed differs between processes (by up to ~15%,
 measured), which over 400 ms of steps was as large as the hop cost itself."""
-TARGET_MS = 5.0
+TARGET_MS = 2.5
+"""Issue 13 §3: extra time per hop through the proxy (the direct rows are for comparison)."""
 NO_HOP, EVERY_STEP, FEW_STEPS = "no hop", "1 ms slice (a hop every step)", "slice of ~4 steps"
 WORKERS = 2
 """Workers per schedule's cluster: through the proxy, successive rounds land on them in turn."""
@@ -186,7 +187,8 @@ def report(
             lines.append(
                 f"| {path} | {name} | {hops:.0f} ({per_round:.1f}) | {wall:.0f} | {extra:.2f} | {cpu} | {size} |"
             )
-            verdicts.append(f"{path}, {name}: {extra:.2f} ms per hop, {verdict(extra <= TARGET_MS)}")
+            if path == route[1]:
+                verdicts.append(f"{name}: {extra:.2f} ms per hop, {verdict(extra <= TARGET_MS)}")
         many, fewer = results[path, EVERY_STEP], results[path, FEW_STEPS]
         hop_gap = median(many.hops) - median(fewer.hops)
         slope = (median(many.seconds) - median(fewer.seconds)) * 1000 / hop_gap if hop_gap else float("nan")
@@ -194,7 +196,8 @@ def report(
     errors = sum(runs.errors for runs in results.values())
     lines += [
         "",
-        f"Target: at most {TARGET_MS:.0f} ms per hop beyond the work itself, on loopback. " + "; ".join(verdicts) + ".",
+        f"Target: at most {TARGET_MS} ms per hop beyond the work itself, through the proxy on loopback (the direct "
+        "rows are for comparison). " + "; ".join(verdicts) + ".",
         "Cross-check, the slope between the two hop schedules (no baseline needed): " + ", ".join(slopes) + ".",
     ]
     if errors:
