@@ -1,6 +1,6 @@
 """SDK middleware that counts every MCP request by method and outcome.
 
-It sits just inside OpenTelemetry and outside the SDK's requestState
+It sits just inside OpenTelemetry (when tracing is configured) and outside the SDK's requestState
 boundary, so it sees sealed tokens both ways (their real wire size) and the
 boundary's rejections as errors.
 """
@@ -32,6 +32,7 @@ class ObserveRequests:
         self._bytes_in = metrics.state_bytes.labels(direction="in")
         self._bytes_out = metrics.state_bytes.labels(direction="out")
         self._counters: dict[tuple[str, str], Counter] = {}
+        self._reasons: dict[str, Counter] = {}
 
     def _count(self, method: str, outcome: str) -> None:
         counter = self._counters.get((method, outcome))
@@ -60,7 +61,11 @@ class ObserveRequests:
             if isinstance(meta, BaseModel):
                 meta = meta.model_dump(by_alias=True)
             hint = (meta or {}).get(ROUND_META_KEY) or {}
-            m.input_required.labels(reason=str(hint.get("reason", "input"))).inc()
+            reason = str(hint.get("reason", "input"))
+            counter = self._reasons.get(reason)
+            if counter is None:
+                counter = self._reasons[reason] = m.input_required.labels(reason=reason)
+            counter.inc()
             state = _field(result, "requestState", "request_state")
             if isinstance(state, str):
                 self._bytes_out.observe(len(state))
