@@ -40,7 +40,11 @@ def test_a_round_that_ends_in_the_window_is_json_and_a_hang_up_frees_the_slot(st
 
     params = {"_meta": request_meta({}), "name": "count_primes", "arguments": LONG}
     body = encode_request(7, "tools/call", params)
-    headers = {**request_headers("tools/call", params), "Content-Length": str(len(body)), "Host": f"127.0.0.1:{spec.port}"}
+    headers = {
+        **request_headers("tools/call", params),
+        "Content-Length": str(len(body)),
+        "Host": f"127.0.0.1:{spec.port}",
+    }
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     with socket.create_connection(("127.0.0.1", spec.port)) as sock:
         sock.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body)
