@@ -125,9 +125,7 @@ class Forward:
         self._backend = backend
         backend.in_flight += 1
         backend.requests += 1
-        requests, in_flight = self._proxy.metrics.request_series(backend.url)
-        requests.inc()
-        in_flight.inc()
+        self._proxy.metrics.requests_of(backend.url).inc()
         backend.pending.add(self)
 
     def _leave(self) -> None:
@@ -135,7 +133,6 @@ class Forward:
         if backend is None:
             return
         backend.in_flight -= 1
-        self._proxy.metrics.request_series(backend.url)[1].dec()
         backend.pending.discard(self)
         if self._slot and self._proxy.limit is not None:
             self._slot = False

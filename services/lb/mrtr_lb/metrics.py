@@ -53,17 +53,14 @@ class LbMetrics:
             registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
         )
-        self._per_backend: dict[str, tuple[Counter, Gauge]] = {}
+        self._per_backend: dict[str, Counter] = {}
         self._per_status: dict[int, Counter] = {}
 
-    def request_series(self, backend: str) -> tuple[Counter, Gauge]:
-        """The requests counter and in-flight gauge of one backend, looked up once (``labels`` takes a lock)."""
+    def requests_of(self, backend: str) -> Counter:
+        """The requests counter of one backend, looked up once (``labels`` takes a lock)."""
         series = self._per_backend.get(backend)
         if series is None:
-            series = self._per_backend[backend] = (
-                self.backend_requests.labels(backend),
-                self.backend_in_flight.labels(backend),
-            )
+            series = self._per_backend[backend] = self.backend_requests.labels(backend)
         return series
 
     def count_response(self, status: int, seconds: float) -> None:
@@ -74,14 +71,19 @@ class LbMetrics:
         self.duration.observe(seconds)
 
     def render(self, pool: BackendPool) -> bytes:
-        """Refresh state gauges from the pool (so vanished backends drop out) and serialize."""
+        """Refresh state gauges from the pool (so vanished backends drop out) and serialize.
+
+        In-flight counts are read from the pool here, not kept per request: two locked
+        gauge updates per request saved.
+        """
         self.backend_healthy.clear()
         self.backend_drained.clear()
+        self.backend_in_flight.clear()
         for backend in pool:
             # Touching the labels makes every known backend show up, at 0 if idle.
             self.backend_requests.labels(backend.url)
             self.backend_retries.labels(backend.url)
-            self.backend_in_flight.labels(backend.url)
+            self.backend_in_flight.labels(backend.url).set(backend.in_flight)
             for kind in ("connect", "upstream", "unresponsive"):
                 self.backend_errors.labels(backend.url, kind)
             self.backend_healthy.labels(backend.url).set(1 if backend.healthy else 0)

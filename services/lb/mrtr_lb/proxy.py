@@ -240,9 +240,7 @@ class Proxy:
         """One attempt; ``None`` means "not delivered, try another backend"."""
         backend.in_flight += 1
         backend.requests += 1
-        self._metrics.backend_requests.labels(backend.url).inc()
-        in_flight = self._metrics.backend_in_flight.labels(backend.url)
-        in_flight.inc()
+        self._metrics.requests_of(backend.url).inc()
         try:
             # A cancel scope the health checker expires if the backend stops answering (Backend.abandon_pending).
             async with asyncio.timeout(None) as scope:
@@ -258,7 +256,6 @@ class Proxy:
             return self._abandoned(request, backend, out)
         finally:
             backend.in_flight -= 1
-            in_flight.dec()
 
     async def _attempt(
         self,
