@@ -66,6 +66,9 @@ class LeanConnection:
         except (OSError, http.client.HTTPException) as exc:
             self.close()
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        except BaseException:  # an interrupt mid-exchange: the reply may still come, so never reuse this connection
+            self.close()
+            raise
         if response.will_close:
             self.close()
         return response.status, reply_headers, content

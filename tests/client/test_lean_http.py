@@ -93,3 +93,23 @@ def test_only_plain_http_without_a_proxy_uses_it(monkeypatch: pytest.MonkeyPatch
     assert not Client("http://example.test/mcp")._lean
     monkeypatch.setenv("NO_PROXY", "example.test")
     assert usable_for("http://example.test/mcp")
+
+
+def test_an_interrupt_mid_exchange_never_leaves_the_connection_for_reuse(
+    server: ClosingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C between sending and reading: the late reply must never be read as the next request's answer."""
+    lean = LeanConnection(f"http://127.0.0.1:{server.port}/mcp", connect_timeout=5, read_timeout=5)
+
+    def interrupted(self: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr("http.client.HTTPConnection.getresponse", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            lean.post(b'{"a":1}', {"Content-Type": "application/json"})
+    assert lean._conn is None
+    status, _, body = lean.post(b'{"a":2}', {"Content-Type": "application/json"})
+    assert (status, body) == (200, REPLY)
+    assert server.connections == 2
+    lean.close()

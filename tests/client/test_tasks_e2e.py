@@ -116,6 +116,15 @@ def test_the_cli_runs_a_task_shows_its_status_and_reads_it_back(tasks_worker: Wo
     assert "  status         completed" in read.stdout
 
 
+def _answer_ctrl_c() -> None:
+    """In the CLI's process, before exec: Ctrl-C as a terminal delivers it.
+
+    A test run started in the background by a shell without job control (`scripts/test &`) inherits
+    SIGINT ignored, and Python installs its KeyboardInterrupt handler only when SIGINT is not ignored.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_in_the_cli_cancels_the_task(tasks_worker: WorkerSpec, client: Client) -> None:
     command = [sys.executable, "-m", "mrtr_client.cli", "--url", f"{tasks_worker.url}/mcp", "--yes", "--task"]
     process = subprocess.Popen(
@@ -124,6 +133,7 @@ def test_ctrl_c_in_the_cli_cancels_the_task(tasks_worker: WorkerSpec, client: Cl
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
+        preexec_fn=_answer_ctrl_c,
     )
     try:
         assert process.stdout is not None
