@@ -52,7 +52,8 @@ class WorkerMetrics:
         )
         self.task_slices = Counter(
             "mrtr_worker_task_slices",
-            "Task slices taken here, by outcome (requeued, input_required, completed, failed, stale, left, reclaimed)",
+            "Task slices taken here, by outcome (requeued, straggler, pressure, busy, input_required, completed,"
+            " failed, stale, left, reclaimed)",
             ["outcome"],
             registry=r,
         )
