@@ -10,15 +10,13 @@ ran, where, and how many moves there were.
 
 from __future__ import annotations
 
-import asyncio
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks._cluster import PrimesCall, median
-from benchmarks._tally import Tally
-from mrtr_client import AsyncClient
+from benchmarks._tally import Tally, closed_loop
+from mrtr_client import CallResult
 
 COMPUTE_META = "mrtr-cluster.dev/compute"
 MODES = {"straggler rule on": {}, "straggler rule off": {"MRTR_WORKER_STRAGGLER_RATIO": "0"}}
@@ -54,23 +52,12 @@ def _task_call(meta: dict[str, Any], seconds: float, in_window: bool, correct: b
 async def load_tasks(url: str, call: PrimesCall, callers: int, window: float, slow: str | None) -> TaskRun:
     """`callers` closed-loop task creators for `window` seconds, each task followed to its checked result."""
     run = TaskRun()
-    deadline = time.monotonic() + window
-    async with AsyncClient(url) as client:
 
-        async def caller() -> None:
-            while time.monotonic() < deadline:
-                started = time.monotonic()
-                try:
-                    done = await client.call_tool("count_primes", call.arguments, task=True)
-                except Exception as exc:  # counted, never allowed to stop the benchmark
-                    run.errors.append(type(exc).__name__)
-                    await asyncio.sleep(0.1)
-                    continue
-                ended = time.monotonic()
-                meta = (done.result.get("_meta") or {}).get(COMPUTE_META, {})
-                run.calls.append(_task_call(meta, ended - started, ended <= deadline, call.correct(done), slow))
+    def record(done: CallResult, seconds: float, in_window: bool, correct: bool) -> TaskCall:
+        meta = (done.result.get("_meta") or {}).get(COMPUTE_META, {})
+        return _task_call(meta, seconds, in_window, correct, slow)
 
-        await asyncio.gather(*(caller() for _ in range(callers)))
+    await closed_loop(url, call, callers, window, run, record, task=True)
     return run
 
 

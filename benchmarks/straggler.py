@@ -44,9 +44,9 @@ from benchmarks._straggler_tasks import MODES as TASK_MODES
 from benchmarks._straggler_tasks import RUNS as TASK_RUNS
 from benchmarks._straggler_tasks import TaskRun, load_tasks
 from benchmarks._straggler_tasks import report as report_tasks
-from benchmarks._tally import Tally
+from benchmarks._tally import Tally, closed_loop
 from benchmarks.report import parser, publish
-from mrtr_client import AsyncClient
+from mrtr_client import CallResult
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_protocol.rounds import COMPLETE, HAND_BACK_REASONS, EndOfRound
 from mrtr_worker.compute import primes
@@ -167,23 +167,11 @@ def _signal(pids: list[int], signum: signal.Signals) -> None:
 async def load(url: str, call: PrimesCall, callers: int, window: float) -> Run:
     """`callers` closed-loop callers for `window` seconds (the client's default round cap), every answer checked."""
     run = Run()
-    deadline = time.monotonic() + window
-    async with AsyncClient(url) as client:
 
-        async def caller() -> None:
-            while time.monotonic() < deadline:
-                started = time.monotonic()
-                try:
-                    done = await client.call_tool("count_primes", call.arguments)
-                except Exception as exc:  # counted, never allowed to stop the benchmark
-                    run.errors.append(type(exc).__name__)
-                    await asyncio.sleep(0.1)
-                    continue
-                ended = time.monotonic()
-                hops = tuple((hop.instance, hop.reason) for hop in done.trace.hops)
-                run.calls.append(Call(ended - started, ended <= deadline, call.correct(done), hops))
+    def record(done: CallResult, seconds: float, in_window: bool, correct: bool) -> Call:
+        return Call(seconds, in_window, correct, tuple((hop.instance, hop.reason) for hop in done.trace.hops))
 
-        await asyncio.gather(*(caller() for _ in range(callers)))
+    await closed_loop(url, call, callers, window, run, record)
     return run
 
 
