@@ -33,6 +33,7 @@ KNOWN_COUNTS = {
     200_000_000: 11_078_937,
     500_000_000: 26_355_867,
     1_000_000_000: 50_847_534,
+    2_000_000_000: 98_222_287,
 }
 """pi(n) for checking answers (published values of the prime-counting function)."""
 
