@@ -1,7 +1,7 @@
 """Run resumable computations step by step, handing them back to the client whenever the policy says so.
 
 Keeping the event loop free: every step is CPU-bound pure Python, so it runs
-in a process pool (one process per computation slot), never on the event
+in a step process (one per computation slot, `step_pool`), never on the event
 loop's thread. The loop only awaits the step's future, which is why health
 checks, metrics and short calls keep answering in milliseconds while long
 computations run. (A thread pool would not do: the GIL would let a busy
@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
-import os
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from typing import Any
 
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
@@ -27,10 +25,10 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker import inputs
 from mrtr_worker.capabilities import Need, allows, require
-from mrtr_worker.compute import pool_process
 from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.slots import Slots
+from mrtr_worker.compute.step_pool import StepPool
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.rounds import Round
@@ -61,7 +59,7 @@ class Engine:
         self._metrics = metrics
         self._executor = executor
         self._clock = clock
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: StepPool | None = None
         self._max_workers = settings.max_concurrent
 
     @property
@@ -72,37 +70,27 @@ class Engine:
     async def start(self) -> None:
         if self._executor is not None:
             return
-        # "spawn", not fork: the parent runs an event loop and threads, which fork would copy half-alive.
-        self._pool = ProcessPoolExecutor(
-            self._max_workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=pool_process.set_up,
-            initargs=(os.getpid(),),
-        )
-        loop = asyncio.get_running_loop()
-        warm_ups = (loop.run_in_executor(self._pool, pool_process.warm_up) for _ in range(self._max_workers))
-        await asyncio.gather(*warm_ups)
+        self._pool = StepPool(self._max_workers)
+        await self._pool.start()
 
     async def stop(self) -> None:
-        """End the pool processes, so none outlives the worker, without waiting for them to wind down.
+        """End the step processes, so none outlives the worker, without waiting for them to wind down.
 
         By now every computation has handed its state back (a drain) or the grace period is over, and
-        steps are pure, so nothing a pool process holds is worth waiting for: they are killed, not asked
+        steps are pure, so nothing a step process holds is worth waiting for: they are killed, not asked
         to finish, which would cost each one an interpreter teardown (a few hundred ms on a busy machine).
         """
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            processes = list((getattr(pool, "_processes", None) or {}).values())  # no public handle on them
-            pool.shutdown(wait=False, cancel_futures=True)
-            for process in processes:
-                process.kill()
-            await asyncio.to_thread(pool.shutdown, wait=True)  # joins its manager thread: the processes are gone
+            await pool.stop()
 
     async def run_step(self, step: Callable[[State], State], state: State) -> State:
-        """One pure step on the process pool, for task slices (which checkpoint to the store, not to a client)."""
-        executor = self._executor if self._executor is not None else self._pool
-        assert executor is not None, "engine not started"
-        return await asyncio.get_running_loop().run_in_executor(executor, step, state)
+        """One pure step in a step process (or the test's executor): task slices and rounds alike."""
+        if self._executor is not None:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, step, state)
+        assert self._pool is not None, "engine not started"
+        result: State = await self._pool.run(step, state)
+        return result
 
     async def run(
         self, rnd: Round, computation: Computation, arguments: dict[str, Any]
@@ -133,7 +121,12 @@ class Engine:
         if not self._slots.try_acquire():
             if rnd.can_hand_back and not self.policy.prioritized(rnd.trace.fair_hops):
                 return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
-            await self._slots.acquire()
+            wait = self.policy.queue_wait_s(rnd.trace.pace) if rnd.can_hand_back else None
+            try:
+                await asyncio.wait_for(self._slots.acquire(), wait)
+            except TimeoutError:  # a long queue here: spare slots elsewhere (a scale-out) take it (`policy`)
+                rnd.trace.pace = self.policy.left_queue(rnd.trace.pace)
+                return self._hand_back(rnd, state, steps, EndOfRound.PRESSURE)
         self._metrics.computations.inc()
         try:
             return await self._run_slice(rnd, computation, state, steps)
@@ -144,9 +137,6 @@ class Engine:
     async def _run_slice(
         self, rnd: Round, computation: Computation, state: State, steps: int
     ) -> CallToolResult | InputRequiredResult:
-        executor = self._executor if self._executor is not None else self._pool
-        assert executor is not None, "engine not started"
-        loop = asyncio.get_running_loop()
         started = self._clock()
         here = 0  # steps in this slice: the pace this instance keeps
         steps_counter = self._metrics.compute_steps.labels(tool=computation.name)
@@ -170,7 +160,7 @@ class Engine:
             if reason is not None:
                 self._carry_pace(rnd, here, started, reason)
                 return self._hand_back(rnd, state, steps, reason)
-            state = await loop.run_in_executor(executor, computation.step, state)
+            state = await self.run_step(computation.step, state)
             steps += 1
             here += 1
             steps_counter.inc()
