@@ -113,3 +113,33 @@ def test_an_interrupt_mid_exchange_never_leaves_the_connection_for_reuse(
     assert (status, body) == (200, REPLY)
     assert server.connections == 2
     lean.close()
+
+
+def test_a_request_goes_out_in_one_write_head_and_body_together(
+    server: ClosingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """http.client writes the head and the body apart: two reads and parser passes on the other side."""
+    writes: list[bytes] = []
+    sendall = socket.socket.sendall
+
+    def recording(self: socket.socket, data: bytes, *args: object) -> None:
+        if threading.current_thread() is threading.main_thread():  # the client's, not the server thread's
+            writes.append(bytes(data))
+        sendall(self, data, *args)
+
+    monkeypatch.setattr(socket.socket, "sendall", recording)
+    lean = LeanConnection(f"http://127.0.0.1:{server.port}/mcp", connect_timeout=5, read_timeout=5)
+    status, _, body = lean.post(b'{"a":1}', {"Content-Type": "application/json"})
+    assert (status, body) == (200, REPLY)
+    assert len(writes) == 1
+    head, _, sent_body = writes[0].partition(b"\r\n\r\n")
+    assert head.split(b"\r\n") == [
+        b"POST /mcp HTTP/1.1",
+        f"Host: 127.0.0.1:{server.port}".encode(),
+        b"Accept-Encoding: identity",
+        b"Content-Length: 7",
+        b"Content-Type: application/json",
+    ]
+    assert sent_body == b'{"a":1}'
+    assert server.requests == [b'{"a":1}']
+    lean.close()
