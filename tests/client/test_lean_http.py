@@ -122,7 +122,7 @@ def test_a_request_goes_out_in_one_write_head_and_body_together(
     writes: list[bytes] = []
     sendall = socket.socket.sendall
 
-    def recording(self: socket.socket, data: bytes, *args: object) -> None:
+    def recording(self: socket.socket, data: bytes, *args: int) -> None:
         if threading.current_thread() is threading.main_thread():  # the client's, not the server thread's
             writes.append(bytes(data))
         sendall(self, data, *args)
