@@ -134,7 +134,10 @@ def test_a_slice_well_below_the_task_pace_goes_back_on_the_queue_showing_the_mov
             assert after.status_message is not None
             assert after.status_message.startswith(f"{after.steps} steps done; moved off w-slow: ")
             assert after.status_message.endswith("steps/s here, 1000.0 before")
-            assert _count(slow_metrics, "straggler") == 1
+            # Counted once its commit returns, which may be just after the test saw the queued slice.
+            await wait_until_async(
+                lambda: _true(_count(slow_metrics, "straggler") == 1), timeout=WAIT, interval=0.01, what="the count"
+            )
             assert _count(slow_metrics, "requeued") == 0
 
             await store.put_back(moved)  # the test was only looking: a fast worker takes it from here
@@ -173,6 +176,95 @@ def test_a_runner_alone_runs_its_slices_to_their_end_however_slow(redis_server: 
     asyncio.run(scenario())
 
 
+async def _slow_runner(store: TaskStore, name: str) -> tuple[TaskRunner, WorkerMetrics]:
+    """A runner whose step pool sleeps, already believing it steps count_primes at 1 step/s."""
+    runner, metrics = _runner(store, name, Pool(delay=0.05))
+    for _ in range(2):
+        runner.standing.observe("count_primes", 1, 1000, asyncio.get_running_loop().time())
+    return runner, metrics
+
+
+def _pull_waits(metrics: WorkerMetrics) -> float:
+    return metrics.registry.get_sample_value("mrtr_worker_task_pull_waits_total") or 0.0
+
+
+def test_the_store_tells_peer_rates_and_how_long_the_oldest_slice_waits(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        store = _store(redis_server.url, f"straggler-{secrets.token_hex(4)}:")
+        try:
+            await store.ensure_group()
+            assert await store.oldest_waiting_ms() is None
+            await store.heartbeat("w1", {"count_primes": 4.0})
+            await store.heartbeat("w2")  # an older build, or one that measured nothing
+            await store.heartbeat("w3", {})
+            assert sorted(map(str, await store.peer_rates("w3", 60_000))) == ["{'count_primes': 4.0}", "{}"]
+            await store.create(_record(), max_live=10)
+            waited = await store.oldest_waiting_ms()
+            assert waited is not None
+            assert waited >= 0
+            taken = await store.take("w1", 10)
+            assert taken is not None
+            assert await store.oldest_waiting_ms() is None  # taken (pending) is not waiting
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_runner_that_measured_itself_slow_leaves_a_fresh_slice_and_keeps_a_late_one(
+    redis_server: RedisServer,
+) -> None:
+    async def scenario() -> None:
+        store = _store(redis_server.url, f"straggler-{secrets.token_hex(4)}:")
+        await store.ensure_group()
+        await store.heartbeat("peer", {"count_primes": 1000.0})  # the test: a fast peer
+        slow, metrics = await _slow_runner(store, "w-slow")
+        await slow.start()
+        try:
+            # Once it has looked at the queue and left it, it is no longer blocked on a read from before it knew.
+            await wait_until_async(
+                lambda: _true(_pull_waits(metrics) >= 1), timeout=WAIT, interval=0.01, what="w-slow to hold back"
+            )
+            # The peer is blocked on the queue before the task exists: it gets the fresh slice, never w-slow.
+            peer_take = asyncio.create_task(store.take("peer", int(WAIT * 1000)))
+            record = replace(_record(), pace=FAST_BEFORE)  # judged by it, w-slow would move the slice at once
+            await store.create(record, max_live=10)
+            fresh = await asyncio.wait_for(peer_take, WAIT)
+            assert fresh is not None
+            assert fresh.task_id == record.task_id
+            assert slow.running_slices == 0
+
+            await store.put_back(fresh)  # the peer stays busy: the slice waits a whole slice, then w-slow runs it
+            meta = _exact(await _finished(store, record.task_id))
+        finally:
+            await slow.stop()
+            await store.close()
+        assert meta["moves"] == 0  # a late slice is kept, not moved off to wait at the back of the queue again
+        assert {instance for instance, _ in meta["visited"]} == {"w-slow"}
+        assert _count(metrics, "straggler") == 0
+        assert metrics.registry.get_sample_value("mrtr_worker_task_straggling") == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_slow_runner_alone_takes_every_slice_at_once(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        store = _store(redis_server.url, f"straggler-{secrets.token_hex(4)}:")
+        record = replace(_record(), pace=FAST_BEFORE)
+        await store.create(record, max_live=10)
+        alone, metrics = await _slow_runner(store, "w-alone")
+        await alone.start()
+        try:
+            meta = _exact(await _finished(store, record.task_id))
+        finally:
+            await alone.stop()
+            await store.close()
+        assert meta["moves"] == 0
+        assert _pull_waits(metrics) == 0
+
+    asyncio.run(scenario())
+
+
 # -- two worker processes, one throttled -------------------------------------------------------------------
 
 PROCESS_ARGUMENTS = {"limit": 50_000_000, "segment": 1_000_000}
@@ -192,9 +284,12 @@ def two_workers(start_worker: StartWorker, redis_server: RedisServer) -> tuple[s
     return fast.url, slow.url, process.pid
 
 
+def _page(url: str) -> MetricsPage:
+    return MetricsPage.parse(httpx.get(f"{url}/metrics", timeout=30).text)
+
+
 def _metric(url: str, outcome: str) -> float:
-    page = MetricsPage.parse(httpx.get(f"{url}/metrics", timeout=30).text)
-    return page.value("mrtr_worker_task_slices_total", outcome=outcome)
+    return _page(url).value("mrtr_worker_task_slices_total", outcome=outcome)
 
 
 def test_task_slices_move_off_a_throttled_worker_and_the_results_are_exact(two_workers: tuple[str, str, int]) -> None:
@@ -214,5 +309,7 @@ def test_task_slices_move_off_a_throttled_worker_and_the_results_are_exact(two_w
         assert meta["steps"] == 50
         moves += meta["moves"]
     slow_moves, fast_moves = _metric(slow_url, "straggler"), _metric(fast_url, "straggler")
-    assert slow_moves >= 1  # the throttled worker handed slices on
+    held_back = _page(slow_url).value("mrtr_worker_task_pull_waits_total")
+    assert slow_moves + held_back >= 1  # the throttled worker handed slices on, or left them to the fast one
+    assert _page(fast_url).value("mrtr_worker_task_pull_waits_total") == 0  # the fast one never held back
     assert moves == slow_moves + fast_moves  # and every move shows in its task's result

@@ -28,7 +28,10 @@ whose slots are all taken takes no slice from the queue (others will). At
 each step boundary the shedding policy's `task_slice_end` decides: a drain,
 a straggler move (this instance steps the task well below the pace its
 checkpoint carries; the slice goes back on the queue for a faster worker),
-pressure (a call queued here for a slot), or the slice's end.
+pressure (a call queued here for a slot), or the slice's end. And a worker
+that has measured itself well below its peers pulls less
+(`tasks.straggling`): it leaves fresh slices to them, takes only slices that
+waited a whole slice length, and keeps those to their end.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from dataclasses import replace
 from typing import Any
 
 from mcp_types import INTERNAL_ERROR
-from prometheus_client import Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from redis.exceptions import RedisError, ResponseError
 
 from mrtr_protocol.rounds import EndOfRound
@@ -58,6 +61,7 @@ from mrtr_worker.tasks.catalog import JOBS
 from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.store import Slice, Stored, TaskStore, now_ms
+from mrtr_worker.tasks.straggling import Standing, pull_wait_ms
 from mrtr_worker.tasks.wire import Status
 
 logger = logging.getLogger(__name__)
@@ -119,6 +123,21 @@ class TaskRunner:
         )
         self.held_back = False
         """True while the runner takes no slice because every compute slot here is busy."""
+        self._straggling = Gauge(
+            "mrtr_worker_task_straggling",
+            "1 while this worker steps tasks under the straggler ratio of its peers' rates: it leaves fresh slices "
+            "to them",
+            registry=metrics.registry,
+        )
+        self._pull_waits = Counter(
+            "mrtr_worker_task_pull_waits",
+            "Looks at the queue after which a worker that measured itself slow left the waiting slices to its peers",
+            registry=metrics.registry,
+        )
+        self.standing = Standing()
+        """This worker's recent step rates per job, told to peers with each heartbeat."""
+        self._peer_rates: list[dict[str, float]] | None = None
+        """The other live workers' rates, as of the last heartbeat (None: not read yet)."""
 
     @property
     def consumer(self) -> str:
@@ -164,12 +183,27 @@ class TaskRunner:
                 finally:
                     self.held_back = False
                 continue
+            late = False
+            slow = self.slow()
+            self._straggling.set(slow)
+            if group_ready and slow:
+                try:
+                    wait_ms = await self._pull_wait_ms()
+                except (RedisError, OSError) as exc:
+                    self._failed(exc)
+                    await asyncio.sleep(_BACKOFF_SECONDS)
+                    continue
+                if wait_ms > 0:
+                    self._pull_waits.inc()
+                    await asyncio.sleep(wait_ms / 1000)
+                    continue
+                late = bool(self._peer_rates)  # peers were all busy for a whole slice: what it takes, it keeps
             await self._capacity.acquire()
             try:
                 if not group_ready:
                     await self._store.ensure_group()
                     group_ready = True
-                taken = await self._store.take(self.consumer, self._poll_ms)
+                taken = await self._store.take(self.consumer, 1 if late else self._poll_ms)
                 self.last_error = None
             except (RedisError, OSError) as exc:
                 self._capacity.release()
@@ -184,13 +218,26 @@ class TaskRunner:
             if taken is None:
                 self._capacity.release()
                 continue
-            self._spawn(taken)
+            self._spawn(taken, late=late)
+
+    def slow(self) -> bool:
+        """Whether this worker has measured itself well below its peers lately (the straggler rule's ratio)."""
+        settings = self._policy.settings
+        if not settings.enabled or self._peer_rates is None:
+            return False
+        return self.standing.slow(self._peer_rates, settings.straggler_ratio, time.monotonic())
+
+    async def _pull_wait_ms(self) -> float:
+        oldest = await self._store.oldest_waiting_ms()
+        peers = len(self._peer_rates or ())
+        return pull_wait_ms(slow=True, peers=peers, oldest_age_ms=oldest, slice_ms=self._slice_ms)
 
     async def _reclaim(self) -> None:
         while not self._stopping:
             if not self._paused():  # a draining worker stops saying so: it takes no more slices
                 with contextlib.suppress(RedisError, OSError):  # the reclaim below meets the same trouble
-                    await self._store.heartbeat(self.consumer)
+                    await self._store.heartbeat(self.consumer, self.standing.current(time.monotonic()))
+                    self._peer_rates = await self._store.peer_rates(self.consumer, self._lease_ms)
             await asyncio.sleep(max(0.2, self._lease_ms / 4000))
             while not self._paused() and not self._capacity.locked() and self._free_slot():
                 await self._capacity.acquire()
@@ -210,15 +257,15 @@ class TaskRunner:
     def _free_slot(self) -> bool:
         return self._slots is None or self._slots.available
 
-    def _spawn(self, taken: Slice) -> None:
-        task = asyncio.create_task(self._run(taken))
+    def _spawn(self, taken: Slice, *, late: bool = False) -> None:
+        task = asyncio.create_task(self._run(taken, late=late))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
-    async def _run(self, taken: Slice) -> None:
+    async def _run(self, taken: Slice, *, late: bool) -> None:
         try:
             with self._lifecycle.busy():
-                await self._run_slice(taken)
+                await self._run_slice(taken, late=late)
         except (RedisError, OSError) as exc:
             self._failed(exc)  # not acknowledged: the slice comes back after its lease, from the last checkpoint
         except Exception:
@@ -226,7 +273,8 @@ class TaskRunner:
         finally:
             self._capacity.release()
 
-    async def _run_slice(self, taken: Slice) -> None:
+    async def _run_slice(self, taken: Slice, *, late: bool = False) -> None:
+        """Run one slice; `late`: a slow worker took it after its peers left it waiting (no straggler move)."""
         store = self._store
         try:
             stored = await store.load(taken.task_id)
@@ -252,11 +300,11 @@ class TaskRunner:
             return
         record = stored.record.visit(self._identity.instance_id, self._identity.version)
         if slots is None:
-            await self._steps(stored, record, job, taken, slotted=False)
+            await self._steps(stored, record, job, taken, slotted=False, late=late)
             return
         self._holding.inc()
         try:
-            await self._steps(stored, record, job, taken, slotted=True)
+            await self._steps(stored, record, job, taken, slotted=True, late=late)
         finally:
             self._holding.dec()
             slots.release()
@@ -267,14 +315,17 @@ class TaskRunner:
         await asyncio.sleep(_BACKOFF_SECONDS)  # do not take it straight back
         await self._store.put_back(taken)
 
-    async def _steps(self, stored: Stored, record: TaskRecord, job: Job, taken: Slice, *, slotted: bool) -> None:
+    async def _steps(
+        self, stored: Stored, record: TaskRecord, job: Job, taken: Slice, *, slotted: bool, late: bool = False
+    ) -> None:
         store = self._store
         state, steps = record.state, record.steps
         started = time.monotonic()
         here = 0  # steps in this slice: the pace this instance keeps
         steps_counter = self._metrics.compute_steps.labels(tool=job.name)
         alone: bool | None = None  # asked of Redis once per slice, and only when a move is in view
-        if self._policy.fled_here(record.pace, self.consumer) and not (alone := await self._alone()):
+        judged = None if late else record.pace  # a late slice is kept: no straggler move
+        if self._policy.fled_here(judged, self.consumer) and not (alone := await self._alone()):
             await self._hand_on(stored, record, state, steps, 0, started, EndOfRound.STRAGGLER, taken)
             return
         while True:
@@ -290,11 +341,13 @@ class TaskRunner:
                     state = declined
                 continue
             if questions:
+                self._observe(job, here, started)
                 pace = self._measured(record, here, started, EndOfRound.INPUT)
                 paused = replace(record, state=state, steps=steps, pace=pace).asking(questions, now_ms())
                 await self._commit(stored, paused, taken)
                 return
             if job.done(state):
+                self._observe(job, here, started)
                 await self._finish(stored, replace(record, state=state, steps=steps), None, taken, job)
                 return
             boundary = Boundary(
@@ -303,13 +356,14 @@ class TaskRunner:
                 waiting=self._slots.waiting if slotted and self._slots is not None else 0,
                 draining=self._paused(),
                 steps=here,
-                pace=record.pace,
+                pace=judged,
                 alone=bool(alone),
             )
             reason = self._policy.task_slice_end(boundary, self._slice_ms)
             if reason is EndOfRound.STRAGGLER and alone is None and (alone := await self._alone()):
                 reason = self._policy.task_slice_end(replace(boundary, alone=True), self._slice_ms)
             if reason is not None:
+                self._observe(job, here, started)
                 await self._hand_on(stored, record, state, steps, here, started, reason, taken)
                 return
             if await store.status(record.task_id) != (Status.WORKING, stored.rev):
@@ -328,6 +382,12 @@ class TaskRunner:
             steps += 1
             here += 1
             steps_counter.inc()
+
+    def _observe(self, job: Job, here: int, started: float) -> None:
+        """Fold a slice's rate into this worker's standing (only jobs that compute: their steps are work)."""
+        if job.computes:
+            now = time.monotonic()
+            self.standing.observe(job.name, here, (now - started) * 1000, now)
 
     async def _alone(self) -> bool:
         """Whether no other worker could take a slice put back now (then the straggler rule has nowhere to go)."""
@@ -364,6 +424,16 @@ class TaskRunner:
                 message += f" ({reason.value})"
         if moved:
             logger.info("task %s: %s", record.task_id, message)
+        logger.debug(
+            "slice task=%s on=%s steps=%d here=%d ms=%.0f reason=%s pace=%s",
+            record.task_id[:8],
+            me,
+            steps,
+            here,
+            elapsed_ms,
+            reason.value,
+            record.pace.wire() if record.pace is not None else None,
+        )
         checkpoint = replace(
             record,
             state=state,

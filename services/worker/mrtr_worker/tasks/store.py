@@ -16,6 +16,9 @@ Layout (every key under the configured prefix):
 * `runners`: a sorted set of the workers taking slices, scored by when each
   last said so (`heartbeat`), so a worker knows whether anyone else could
   take a slice it puts back (the straggler rule).
+* `runner-rates`: a hash of each such worker's recent step rates per job
+  (JSON, written with its heartbeat), so a worker knows whether it steps
+  well below its peers (`tasks.straggling`).
 * `task-changes` (a pub/sub channel): the id of every task just written,
   published in the same transaction as the write, so any worker's listen
   streams (`tasks.push`) learn of a change made by any other worker.
@@ -33,6 +36,7 @@ never lost and never runs from a stale checkpoint.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -112,6 +116,7 @@ class TaskStore:
         self.stream = f"{prefix}slices"
         self.changes = f"{prefix}task-changes"
         self.runners = f"{prefix}runners"
+        self.runner_rates = f"{prefix}runner-rates"
 
     @classmethod
     def connect(cls, url: str, sealer: RecordSealer, *, prefix: str) -> TaskStore:
@@ -323,12 +328,15 @@ class TaskStore:
         messages = reply[1] if len(reply) > 1 else []
         return [_slice(message_id, fields) for message_id, fields in messages if fields]
 
-    async def heartbeat(self, consumer: str) -> None:
+    async def heartbeat(self, consumer: str, rates: dict[str, float] | None = None) -> None:
         """Say this worker takes slices (`runners`, scored by when): what `peers` counts. Stream consumers
-        cannot tell it: Redis 7.0 lists a consumer only once it has been handed a message."""
+        cannot tell it: Redis 7.0 lists a consumer only once it has been handed a message. `rates`: its recent
+        step rates per job (`tasks.straggling.Standing`), for `peer_rates`."""
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.zadd(self.runners, {consumer: now_ms()})
             pipe.zremrangebyscore(self.runners, "-inf", now_ms() - _FORGET_RUNNER_MS)
+            if rates is not None:
+                pipe.hset(self.runner_rates, consumer, json.dumps(rates))
             await pipe.execute()
 
     async def peers(self, consumer: str, within_ms: int) -> int:
@@ -336,6 +344,47 @@ class TaskStore:
         be taken by anyone but `consumer` (the straggler rule has nowhere to send it otherwise)."""
         seen = cast(list[str], await self.client.zrangebyscore(self.runners, now_ms() - within_ms, "+inf"))
         return sum(1 for name in seen if name != consumer)
+
+    async def peer_rates(self, consumer: str, within_ms: int) -> list[dict[str, float]]:
+        """The step rates per job of the other workers heard from within `within_ms` (one dict each)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.zrangebyscore(self.runners, now_ms() - within_ms, "+inf")
+            pipe.hgetall(self.runner_rates)
+            seen, raw = await pipe.execute()
+        rates: list[dict[str, float]] = []
+        for name in seen:
+            if name == consumer:
+                continue
+            try:
+                doc = json.loads(raw.get(name) or "{}")
+            except ValueError:
+                doc = {}
+            valid = (
+                {job: float(rate) for job, rate in doc.items() if isinstance(rate, int | float)}
+                if isinstance(doc, dict)
+                else {}
+            )
+            rates.append(valid)
+        return rates
+
+    async def oldest_waiting_ms(self) -> int | None:
+        """How long the oldest slice no worker has taken yet has waited in the queue (by Redis's clock), or None.
+
+        Acknowledged slices leave the stream, so the entries after the group's last delivered id are exactly
+        the slices waiting for a worker; an entry id starts with the millisecond it was added.
+        """
+        groups: Any = await self.client.xinfo_groups(self.stream)
+        last = next((g.get("last-delivered-id") for g in groups if g.get("name") == GROUP), None)
+        if last is None:
+            return None
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.xrange(self.stream, min=f"({last}", max="+", count=1)
+            pipe.time()
+            entries, (seconds, micros) = await pipe.execute()
+        if not entries:
+            return None
+        added = int(str(entries[0][0]).split("-", 1)[0])
+        return max(0, int(seconds) * 1000 + int(micros) // 1000 - added)
 
     async def renew(self, consumer: str, message_id: str) -> None:
         """Keep a slice's lease while it runs (reset its idle time)."""
