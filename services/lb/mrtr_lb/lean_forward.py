@@ -13,12 +13,13 @@ health checker abandons gets a 504.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import TYPE_CHECKING
 
 from .backends import Backend
 from .lean_http import ClientConnection, LeanRequest
-from .lean_upstream import Headers, UpstreamConnection
+from .lean_upstream import UpstreamConnection, connection_tokens, header_value, split_head
 from .proxy import HOP_BY_HOP, Outcome, describe, record
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 _HOP = frozenset(name.encode() for name in HOP_BY_HOP)
 _NO_BODY_STATUS = frozenset({204, 304})
+_HOP_LINE = re.compile(b"\r\n(?:%s)[ \t]*:" % b"|".join(re.escape(name) for name in sorted(_HOP)))
+"""A hop-by-hop header line in a lower-cased head: such a head is rebuilt, any other passed on as it is."""
 
 
 class Forward:
@@ -125,7 +128,7 @@ class Forward:
         self._backend = backend
         backend.in_flight += 1
         backend.requests += 1
-        self._proxy.metrics.requests_of(backend.url).inc()
+        self._proxy.metrics.count_request(backend.url)
         backend.pending.add(self)
 
     def _leave(self) -> None:
@@ -209,23 +212,21 @@ class Forward:
             task.cancel()
 
     # -- the response (lean_upstream.Exchange)
-    def on_head(self, status: int, reason: bytes, headers: Headers, tokens: set[bytes]) -> None:
-        drop = _HOP | tokens if tokens else _HOP
+    def on_head(self, status: int, head: bytes, lower: bytes) -> None:
+        """Pass the backend's head on; as it came when it has no hop-by-hop header (the usual case)."""
         req = self._req
-        lines = [b"HTTP/1.1 %d %s\r\n" % (status, reason)]
-        has_length = False
-        for name, value in headers:
-            lower = name.lower()
-            if lower in drop:
-                continue
-            if lower == b"content-length":
-                has_length = True
-                self._hold = value.strip() not in (b"0", b"")
-            elif lower == b"x-worker-id":
-                self._out.worker = value.decode("latin-1")
-            lines.append(b"%s: %s\r\n" % (name, value))
+        if lower.startswith(b"http/1.1 ") and _HOP_LINE.search(lower) is None:
+            length = header_value(head, lower, b"\r\ncontent-length:")
+            worker = header_value(head, lower, b"\r\nx-worker-id:")
+            if worker is not None:
+                self._out.worker = worker.decode("latin-1")
+            lines = [head]
+        else:
+            length, lines = self._rebuilt_head(status, head)
+        if length is not None:
+            self._hold = length not in (b"0", b"")
         head_only = req.method == "HEAD"
-        if not (has_length or head_only or status in _NO_BODY_STATUS or status < 200):
+        if not (length is not None or head_only or status in _NO_BODY_STATUS or status < 200):
             if req.http11:
                 self._chunked = True
                 lines.append(b"Transfer-Encoding: chunked\r\n")
@@ -240,6 +241,26 @@ class Forward:
             self._hold = False
             self.flush()
             self._end()
+
+    def _rebuilt_head(self, status: int, head: bytes) -> tuple[bytes | None, list[bytes]]:
+        """The head line by line, without hop-by-hop headers (also those the backend's ``Connection`` names)."""
+        first, headers = split_head(head)
+        parts = first.split(b" ", 2)
+        reason = parts[2] if len(parts) > 2 else b""
+        tokens = connection_tokens(headers)
+        drop = _HOP | tokens if tokens else _HOP
+        lines = [b"HTTP/1.1 %d %s\r\n" % (status, reason)]
+        length = None
+        for name, value in headers:
+            lower = name.lower()
+            if lower in drop:
+                continue
+            if lower == b"content-length":
+                length = value
+            elif lower == b"x-worker-id":
+                self._out.worker = value.decode("latin-1")
+            lines.append(b"%s: %s\r\n" % (name, value))
+        return length, lines
 
     def on_body(self, data: bytes) -> None:
         self._hold = False

@@ -24,8 +24,9 @@ Headers = list[tuple[bytes, bytes]]
 class Exchange(Protocol):
     """The receiver of one response (implemented by the lean proxy)."""
 
-    def on_head(self, status: int, reason: bytes, headers: Headers, tokens: set[bytes]) -> None:
-        """``tokens``: the header names the backend listed in ``Connection`` (hop-by-hop by declaration)."""
+    def on_head(self, status: int, head: bytes, lower: bytes) -> None:
+        """``head``: the response head as the backend sent it, status line and header lines, each ending
+        in CRLF, without the blank line; ``lower``: the same, lower-cased (for finding header names)."""
 
     def on_body(self, data: bytes) -> None: ...
     def on_complete(self) -> None: ...
@@ -40,6 +41,27 @@ def connection_tokens(headers: Headers) -> set[bytes]:
         if name.lower() == b"connection":
             tokens.update(token.strip().lower() for token in value.split(b","))
     return tokens
+
+
+def header_value(head: bytes, lower: bytes, name: bytes) -> bytes | None:
+    """The first value of header ``name`` (``b"\\r\\n"`` + lower-case name + ``b":"``) in a raw head, stripped."""
+    start = lower.find(name)
+    if start < 0:
+        return None
+    start += len(name)
+    end = head.find(b"\r\n", start)
+    return head[start : end if end >= 0 else len(head)].strip()
+
+
+def split_head(head: bytes) -> tuple[bytes, Headers]:
+    """The first line and the (name, value) pairs of a raw head (the slow paths only)."""
+    first, *lines = head.split(b"\r\n")
+    headers: Headers = []
+    for line in lines:
+        if line:
+            name, _, value = line.partition(b":")
+            headers.append((name, value.strip()))
+    return first, headers
 
 
 class UpstreamClosed(ConnectionError):
@@ -57,11 +79,10 @@ class UpstreamConnection(asyncio.Protocol):
         self.closed = False
         self.idle_since = time.monotonic()
         self.last_read = 0.0
-        self._reason = b""
-        self._headers: Headers = []
+        self._pending = b""
+        """What arrived of the current response before its head was complete (the head is taken from it)."""
         self._framed = False
         self._head_seen = False
-        self._tokens: set[bytes] = set()
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -73,6 +94,8 @@ class UpstreamConnection(asyncio.Protocol):
         if exchange is None:  # bytes nobody asked for: the connection is not reusable
             self.abort()
             return
+        if not self._head_seen:
+            self._pending = self._pending + data if self._pending else data
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -93,29 +116,27 @@ class UpstreamConnection(asyncio.Protocol):
         self.exchange = None
         exchange.on_lost(exc or UpstreamClosed("backend closed the connection"))
 
-    # -- httptools callbacks
+    # -- httptools callbacks (no on_header: the head is passed on as the backend sent it, see on_headers_complete)
     def on_message_begin(self) -> None:
-        self._reason, self._headers, self._framed, self._head_seen = b"", [], False, False
-        self._tokens = set()
-
-    def on_status(self, reason: bytes) -> None:
-        self._reason += reason
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        lower = name.lower()
-        if lower == b"content-length" or (lower == b"transfer-encoding" and b"chunked" in value.lower()):
-            self._framed = True
-        elif lower == b"connection":
-            self._tokens.update(token.strip().lower() for token in value.split(b","))
-        self._headers.append((name, value))
+        self._framed, self._head_seen = False, False
 
     def on_headers_complete(self) -> None:
         self._head_seen = True
+        pending, self._pending = self._pending.lstrip(b"\r\n"), b""
+        end = pending.find(b"\r\n\r\n")
+        head = pending[: end + 2] if end >= 0 else pending
+        lower = head.lower()
         status = self._parser.get_status_code()
-        if status in (204, 304):
-            self._framed = True
+        self._framed = (
+            status in (204, 304)
+            or b"\r\ncontent-length:" in lower
+            or (
+                b"\r\ntransfer-encoding:" in lower
+                and b"chunked" in (header_value(head, lower, b"\r\ntransfer-encoding:") or b"").lower()
+            )
+        )
         if self.exchange is not None:
-            self.exchange.on_head(status, self._reason, self._headers, self._tokens)
+            self.exchange.on_head(status, head, lower)
 
     def on_body(self, body: bytes) -> None:
         if self.exchange is not None:
@@ -138,6 +159,7 @@ class UpstreamConnection(asyncio.Protocol):
     def send(self, exchange: Exchange, request: bytes) -> None:
         assert self.transport is not None
         self.exchange = exchange
+        self._head_seen, self._pending = False, b""
         self.last_read = time.monotonic()
         self.transport.write(request)
 

@@ -240,7 +240,7 @@ class Proxy:
         """One attempt; ``None`` means "not delivered, try another backend"."""
         backend.in_flight += 1
         backend.requests += 1
-        self._metrics.requests_of(backend.url).inc()
+        self._metrics.count_request(backend.url)
         try:
             # A cancel scope the health checker expires if the backend stops answering (Backend.abandon_pending).
             async with asyncio.timeout(None) as scope:
