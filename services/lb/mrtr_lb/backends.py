@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -151,12 +151,14 @@ class BackendPool:
         The cursor moves to just after the chosen backend, so skipped (sick or
         drained) backends do not make their successor take a double share.
         """
-        excluded = set(exclude)
-        count = len(self._backends)
+        excluded: Collection[Backend] = set(exclude) if exclude else ()
+        backends = self._backends
+        count = len(backends)
+        cursor = self._cursor
         for step in range(count):
-            index = (self._cursor + step) % count
-            backend = self._backends[index]
-            if backend.eligible and backend not in excluded:
+            index = (cursor + step) % count
+            backend = backends[index]
+            if backend.healthy and not backend.drained and backend not in excluded:
                 self._cursor = (index + 1) % count
                 return backend
         return None

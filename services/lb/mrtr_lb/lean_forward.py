@@ -13,6 +13,7 @@ health checker abandons gets a 504.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 from .backends import Backend
 from .lean_http import ClientConnection, LeanRequest
 from .lean_upstream import UpstreamConnection, connection_tokens, header_value, split_head
-from .proxy import HOP_BY_HOP, Outcome, describe, record
+from .proxy import HOP_BY_HOP, Outcome, access_log, describe, log_access
 
 if TYPE_CHECKING:
     from .lean_proxy import LeanProxy
@@ -37,6 +38,27 @@ class Forward:
     Output of one upstream read is gathered and written with one call (head
     and first body bytes together), so a small response costs one write.
     """
+
+    __slots__ = (
+        "__weakref__",
+        "_backend",
+        "_buffer",
+        "_chunked",
+        "_client",
+        "_ended",
+        "_hold",
+        "_out",
+        "_path",
+        "_proxy",
+        "_req",
+        "_slot",
+        "_started",
+        "_task",
+        "_tried",
+        "clean",
+        "conn",
+        "head_sent",
+    )  # fmt: skip
 
     def __init__(self, proxy: LeanProxy, client: ClientConnection, req: LeanRequest, path: str) -> None:
         self._proxy = proxy
@@ -164,11 +186,11 @@ class Forward:
             if not self.clean:
                 conn.abort()  # never reuse a connection whose response was not read to its end
         self._leave()
-        req = self._req
-        record(
-            self._proxy.metrics, req.method, self._path, req.text(b"mcp-method"), req.text(b"mcp-name"),
-            self._out, self._started,
-        )  # fmt: skip
+        req, out = self._req, self._out
+        elapsed = time.perf_counter() - self._started
+        self._proxy.metrics.count_response(out.status, elapsed)
+        if access_log.isEnabledFor(logging.INFO):  # the quiet proxy does not even look at the MCP headers
+            log_access(req.method, self._path, req.text(b"mcp-method"), req.text(b"mcp-name"), out, elapsed)
         client.done(req)
 
     # -- ends from outside

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import http
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol, cast
 from urllib.parse import unquote
 
@@ -25,19 +23,24 @@ from .lean_upstream import Headers, UpstreamConnection
 log = logging.getLogger("mrtr_lb.lean")
 
 
-@dataclass
 class LeanRequest:
     """One parsed client request (header names and values as the client sent them)."""
 
-    method: str
-    target: bytes
-    headers: Headers
-    keep_alive: bool
-    http11: bool
-    body: bytes = b""
-    reject: tuple[int, str] | None = None
-    """Answer this status and message instead (size limit, bad framing); the connection closes after."""
-    _lower: dict[bytes, bytes] | None = field(default=None, repr=False)
+    __slots__ = ("_lower", "_split", "body", "headers", "http11", "keep_alive", "method", "reject", "target")
+
+    def __init__(
+        self, method: str, target: bytes, headers: Headers, keep_alive: bool, http11: bool, body: bytes = b""
+    ) -> None:
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.keep_alive = keep_alive
+        self.http11 = http11
+        self.body = body
+        self.reject: tuple[int, str] | None = None
+        """Answer this status and message instead (size limit, bad framing); the connection closes after."""
+        self._lower: dict[bytes, bytes] | None = None
+        self._split: tuple[bytes, bytes] | None = None
 
     def lowered(self) -> dict[bytes, bytes]:
         """Headers by lower-case name (the last one wins), built once."""
@@ -53,19 +56,41 @@ class LeanRequest:
         value = self.lowered().get(name)
         return None if value is None else value.decode("latin-1")
 
-    @functools.cached_property
+    @property
     def path_and_query(self) -> tuple[bytes, bytes]:
         """Origin-form path and query, also for an absolute-form target (its host never picks the backend)."""
-        try:
-            url = httptools.parse_url(self.target)
-        except httptools.HttpParserInvalidURLError:
-            return b"/", b""
-        return url.path or b"/", url.query or b""
+        if self._split is None:
+            self._split = _split_target(self.target)
+        return self._split
 
     @property
     def path(self) -> str:
-        raw = self.path_and_query[0].decode("latin-1")
-        return unquote(raw) if "%" in raw else raw
+        return _path_text(self.path_and_query[0])
+
+
+def _split_target(target: bytes) -> tuple[bytes, bytes]:
+    if target[:1] == b"/" and b"#" not in target:  # origin form, the usual case: no URL parser needed
+        path, _, query = target.partition(b"?")
+        return path, query
+    try:
+        url = httptools.parse_url(target)
+    except httptools.HttpParserInvalidURLError:
+        return b"/", b""
+    return url.path or b"/", url.query or b""
+
+
+_PATHS: dict[bytes, str] = {}
+"""Decoded paths by raw path: the proxied paths come back on every request."""
+
+
+def _path_text(raw: bytes) -> str:
+    text = _PATHS.get(raw)
+    if text is None:
+        text = raw.decode("latin-1")
+        text = unquote(text) if "%" in text else text
+        if len(_PATHS) < 1024:  # bounded: paths are client-controlled
+            _PATHS[raw] = text
+    return text
 
 
 def simple_response(

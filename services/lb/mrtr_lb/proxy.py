@@ -360,8 +360,14 @@ def record(
     """Metrics and the one access-log line of a finished request (both engines)."""
     elapsed = time.perf_counter() - started
     metrics.count_response(out.status, elapsed)
-    if not access_log.isEnabledFor(logging.INFO):
-        return
+    if access_log.isEnabledFor(logging.INFO):
+        log_access(method, path, mcp_method, mcp_name, out, elapsed)
+
+
+def log_access(
+    method: str, path: str, mcp_method: str | None, mcp_name: str | None, out: Outcome, elapsed: float
+) -> None:
+    """The access-log line of a finished request (call only when ``access_log`` is enabled for INFO)."""
     args = (
         method,
         _field(path),
@@ -399,10 +405,25 @@ _ACCESS_FORMAT = (
 _NEEDS_QUOTES = re.compile(r'[\s"\\=]')
 
 
+_FIELDS: dict[str, str] = {}
+"""Rendered fields by value: the same few paths, tool names and worker ids come back on every line."""
+
+
 def _field(value: str | None) -> str:
     """Render a client-controlled value so it cannot break the one-line format."""
     if not value:
         return "-"
+    rendered = _FIELDS.get(value)
+    if rendered is None:
+        rendered = _render_field(value)
+        if len(value) <= 200:  # bounded in size and number: values are client-controlled
+            if len(_FIELDS) >= 4096:
+                _FIELDS.clear()
+            _FIELDS[value] = rendered
+    return rendered
+
+
+def _render_field(value: str) -> str:
     value = value[:200]
     if _NEEDS_QUOTES.search(value) or not value.isprintable():
         return '"' + value.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
