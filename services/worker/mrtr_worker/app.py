@@ -12,7 +12,7 @@ admin endpoints also require the operator's token when one is configured.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, generate_latest
 
 from mrtr_worker import rejections
 from mrtr_worker.admin import admin_router
@@ -74,11 +74,7 @@ class Worker:
         layout = StateLayout(settings.version, settings.write_state_format)
         identity = WorkerInstance(instance_id=settings.instance_id, version=settings.version, layout=layout)
         metrics = WorkerMetrics()
-        codec = FleetStateCodec(
-            ring,
-            max_token_bytes=settings.state_max_bytes,
-            observe=lambda operation, key: metrics.state_keys.labels(operation=operation, key=key).inc(),
-        )
+        codec = FleetStateCodec(ring, max_token_bytes=settings.state_max_bytes, observe=_key_counter(metrics))
         lifecycle = Lifecycle()
         engine = Engine(settings.shedding_settings(), lifecycle, metrics)
         tasks, runner = _task_parts(settings, codec, identity, lifecycle, engine, metrics)
@@ -119,6 +115,19 @@ class Worker:
         self.metrics.ready.set(0)
         if self.push is not None:
             self.push.close()  # task listens end now, so their clients listen again elsewhere
+
+
+def _key_counter(metrics: WorkerMetrics) -> Callable[[str, str], None]:
+    """Count seals and opens per key; each (operation, key) child is looked up once (two per hop otherwise)."""
+    children: dict[tuple[str, str], Counter] = {}
+
+    def count(operation: str, key: str) -> None:
+        child = children.get((operation, key))
+        if child is None:
+            child = children[(operation, key)] = metrics.state_keys.labels(operation=operation, key=key)
+        child.inc()
+
+    return count
 
 
 def _task_parts(
