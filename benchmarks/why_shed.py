@@ -8,8 +8,9 @@ the known count of `count_primes`:
 * scenarios: (a) one instance at a quarter speed (a SIGSTOP/SIGCONT duty
   cycle, as in `straggler.py`); (b) a rolling upgrade of all three
   instances (a v2 worker joins, then an old one leaves, one at a time)
-  under the same load of long calls; (c) a scale-out from two instances to four in the
-  middle of an overload;
+  under a load of long calls (over 20 s of work each, one caller per
+  instance), measured until every call the upgrade caught has finished;
+  (c) a scale-out from two instances to four in the middle of an overload;
 * strategies: **checkpoint shedding** (the defaults); **stay where you
   land** (`MRTR_WORKER_SHEDDING=false`; a leaving instance is taken out of
   rotation and waits for its calls, as a graceful shutdown does); **kill
@@ -56,16 +57,24 @@ LB_ENV = {"MRTR_LB_READ_TIMEOUT": "900"}
 
 def options() -> argparse.ArgumentParser:
     known = sorted(primes.KNOWN_COUNTS)
-    p = parser(__doc__, duration=40.0, duration_help="seconds of load in (a), and in (c) after the scale-out")
+    p = parser(__doc__, duration=30.0, duration_help="seconds of load in (a), and in (c) after the scale-out")
     p.add_argument("--scenarios", default="abc", help="which scenarios, e.g. 'bc' (default abc)")
     p.add_argument("--strategies", default="ours,stay,kill", help="comma-separated subset of ours,stay,kill")
-    p.add_argument("--callers", type=int, default=6, help="closed-loop callers in (a) and (b) (default 6)")
+    p.add_argument("--callers", type=int, default=6, help="closed-loop callers in (a) (default 6)")
+    p.add_argument(
+        "--long-callers", type=int, default=3, help="closed-loop callers in (b): one call per instance (default 3)"
+    )
     p.add_argument("--overload", type=int, default=12, help="closed-loop callers in (c) (default 12)")
     p.add_argument("--limit", type=int, default=100_000_000, choices=known, help="count_primes limit in (a), (c)")
-    p.add_argument("--long-limit", type=int, default=1_000_000_000, choices=known, help="count_primes limit in (b)")
+    p.add_argument(
+        "--long-limit", type=int, default=2_000_000_000, choices=known, help="count_primes limit in (b), >= 20 s"
+    )
     p.add_argument("--warmup", type=float, default=10.0, help="seconds of overload before the scale-out (default 10)")
     p.add_argument(
-        "--upgrade-window", type=float, default=240.0, help="(b): seconds of load from its start (default 240)"
+        "--upgrade-window",
+        type=float,
+        default=100.0,
+        help="(b): seconds of load from its start, at least until the calls it caught are done (default 100)",
     )
     p.add_argument("--grace", type=float, default=2.0, help="kill and start over: grace before SIGKILL (default 2)")
     p.add_argument("--drain-timeout", type=float, default=600.0, help="stay: longest wait for a leaving instance")
@@ -88,6 +97,7 @@ def main() -> int:
         grace=args.grace,
         drain_timeout=args.drain_timeout,
         upgrade_window=args.upgrade_window,
+        long_callers=args.long_callers,
     )
     strategies = [STRATEGIES[name.strip()] for name in args.strategies.split(",")]
     cells = measure([s for s in SCENARIOS if s in args.scenarios], strategies, sizes)
@@ -140,9 +150,10 @@ def report(cells: list[Cell], sizes: Sizes) -> list[str]:
         "One proxy; each cell's workers have its strategy's settings (idle ones of the cell before are reused). "
         f"(a) {sizes.callers} closed-loop callers of "
         f"`count_primes({sizes.short.limit:,})` ({sizes.short.steps} steps) for {sizes.duration:g} s, one of three "
-        f"workers at a quarter speed; (b) {sizes.callers} callers of `count_primes({sizes.long.limit:,})` "
-        f"({sizes.long.steps} steps) for {sizes.upgrade_window:g} s from the start of an upgrade (longer if it lasts "
-        "longer) replacing each of three workers by a v2 one, one at a time; (c) "
+        f"workers at a quarter speed; (b) {sizes.long_callers} callers (one per instance) of "
+        f"`count_primes({sizes.long.limit:,})` ({sizes.long.steps} steps, over 20 s of work each) for "
+        f"{sizes.upgrade_window:g} s from the start of an upgrade replacing each of three workers by a v2 one, one "
+        "at a time (longer while the upgrade lasts, and until every call in flight at its start has finished); (c) "
         f"{sizes.overload} callers of `count_primes({sizes.short.limit:,})` on two workers, two more added after "
         f"{sizes.warmup:g} s, then {sizes.duration:g} s more. Stay where you land: shedding off, a leaving worker "
         f"waits for its calls; kill and start over: shedding off, SIGKILL after {sizes.grace:g} s, the client "

@@ -34,6 +34,12 @@ class Load:
 
     calls: list[Call] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    running: dict[int, float] = field(default_factory=dict)
+    """Caller number -> `time.monotonic()` its call in flight started: a window can wait for those calls."""
+
+    def in_flight(self) -> set[tuple[int, float]]:
+        """The calls in flight now, as (caller, start) pairs (a copy: callers run on another thread)."""
+        return set(dict(self.running).items())
 
     @property
     def completed(self) -> int:
@@ -49,15 +55,17 @@ async def closed_loop(url: str, call: PrimesCall, callers: int, stop: asyncio.Ev
     """`callers` callers, each calling again as soon as its call returns, until `stop` is set."""
     async with AsyncClient(url, policy=PATIENT, http=httpx.AsyncClient(timeout=CALL_TIMEOUT)) as client:
 
-        async def caller() -> None:
+        async def caller(number: int) -> None:
             while not stop.is_set():
-                started = time.monotonic()
+                started = load.running[number] = time.monotonic()
                 try:
                     done = await client.call_tool("count_primes", call.arguments)
                 except Exception as exc:  # counted, never allowed to stop the benchmark
                     load.errors.append(type(exc).__name__)
                     await asyncio.sleep(0.1)
                     continue
+                finally:
+                    del load.running[number]
                 load.calls.append(Call(started, time.monotonic() - started, call.correct(done)))
 
-        await asyncio.gather(*(caller() for _ in range(callers)))
+        await asyncio.gather(*(caller(number) for number in range(callers)))

@@ -50,7 +50,9 @@ class Sizes:
     """Stay where you land: how long a leaving instance may wait for its calls."""
     upgrade_window: float = 0.0
     """(b): seconds of load from the upgrade's start, the same for every strategy (longer only while the
-    upgrade itself lasts longer), so that calls completed compare."""
+    upgrade itself, or a call in flight at its start, lasts longer), so that calls completed compare."""
+    long_callers: int = 3
+    """Callers in (b): one call in flight per instance when the upgrade starts."""
 
 
 @dataclass
@@ -132,14 +134,22 @@ def _rolling_upgrade(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) ->
     old = ensure(cluster, 3, strategy)
     leaving = 0.0
     with Steps(cluster) as steps:
-        with Callers(cluster.mcp_url, sizes.long, sizes.callers) as callers:
-            _busy(cluster, steps, old, min(len(old), sizes.callers))
+        with Callers(cluster.mcp_url, sizes.long, sizes.long_callers) as callers:
+            _busy(cluster, steps, old, min(len(old), sizes.long_callers))
             started = time.monotonic()
+            caught = callers.load.in_flight()  # the calls the upgrade catches: the window waits for all of them
             for name in old:
                 add_workers(cluster, 1, strategy, version=2)
                 leaving += leave(cluster, name, strategy, steps, grace=sizes.grace, timeout=sizes.drain_timeout)
             upgrade = time.monotonic() - started
-            time.sleep(max(0.0, sizes.upgrade_window - upgrade))  # the rest of the window: the same load for all
+            # The same window for every strategy, longer only while the upgrade or a caught call lasts longer.
+            time.sleep(max(0.0, sizes.upgrade_window - upgrade))
+            wait_until(
+                lambda: not caught & callers.load.in_flight(),
+                timeout=sizes.drain_timeout,
+                interval=0.2,
+                what="the calls in flight when the upgrade started",
+            )
         executed = steps.executed()
     cell = Cell("b", strategy, callers.load, sizes.long.steps, executed, upgrade_seconds=upgrade)
     cell.leaving_seconds = leaving

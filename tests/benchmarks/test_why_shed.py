@@ -20,7 +20,8 @@ HANG_GUARD_SECONDS = 900
 """Only against a hang: starting workers on a saturated two-core box takes minutes."""
 TINY = [
     *("--scenarios", "bc", "--strategies", "ours", "--duration", "2", "--warmup", "1"),
-    *("--callers", "2", "--overload", "6", "--limit", "10000000", "--long-limit", "20000000", "--upgrade-window", "0"),
+    *("--callers", "2", "--long-callers", "2", "--overload", "6"),
+    *("--limit", "10000000", "--long-limit", "20000000", "--upgrade-window", "0"),
 ]
 
 
