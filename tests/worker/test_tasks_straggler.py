@@ -247,6 +247,30 @@ def test_a_runner_that_measured_itself_slow_leaves_a_fresh_slice_and_keeps_a_lat
     asyncio.run(scenario())
 
 
+def test_a_runner_as_fast_as_its_peers_does_not_move_a_slice_below_the_task_pace(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        store = _store(redis_server.url, f"straggler-{secrets.token_hex(4)}:")
+        await store.ensure_group()
+        await store.heartbeat("peer", {"count_primes": 1.0})  # the peer is as slow: the whole fleet is
+        runner, metrics = await _slow_runner(store, "w-busy-host")
+        await runner.start()
+        try:
+            await wait_until_async(
+                lambda: _true(runner._peer_rates is not None), timeout=WAIT, interval=0.01, what="the peers' rates"
+            )
+            record = replace(_record(), pace=FAST_BEFORE)  # judged by the task's pace alone, it would move
+            await store.create(record, max_live=10)
+            meta = _exact(await _finished(store, record.task_id))
+        finally:
+            await runner.stop()
+            await store.close()
+        assert meta["moves"] == 0
+        assert _count(metrics, "straggler") == 0
+        assert _pull_waits(metrics) == 0
+
+    asyncio.run(scenario())
+
+
 def test_a_slow_runner_alone_takes_every_slice_at_once(redis_server: RedisServer) -> None:
     async def scenario() -> None:
         store = _store(redis_server.url, f"straggler-{secrets.token_hex(4)}:")

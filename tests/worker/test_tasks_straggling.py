@@ -9,6 +9,7 @@ from mrtr_worker.tasks.straggling import (
     STANDING_MIN_SAMPLES,
     STANDING_STALE_SECONDS,
     Standing,
+    judge_slice,
     pull_wait_ms,
 )
 
@@ -95,3 +96,34 @@ def test_the_wait_follows_the_slice_length() -> None:
     assert pull_wait_ms(slow=True, peers=1, oldest_age_ms=400, slice_ms=400) == 0.0
     assert pull_wait_ms(slow=True, peers=1, oldest_age_ms=350, slice_ms=400) == 50.0
     assert pull_wait_ms(slow=True, peers=1, oldest_age_ms=0, slice_ms=400) == 100.0
+
+
+@pytest.mark.parametrize(
+    ("mine", "peers", "compared"),
+    [
+        ((1.0, 1.0), [{JOB: 4.0}], True),
+        ((3.0, 3.0), [{JOB: 4.0}], False),
+        ((1.0,), [{JOB: 4.0}], None),  # not measured enough here
+        ((1.0, 1.0), [{}], None),  # nor there
+        ((1.0, 1.0), [{"hash_chain": 4.0}], None),
+    ],
+)
+def test_compare_says_none_when_there_is_nothing_to_compare(
+    mine: tuple[float, ...], peers: list[dict[str, float]], compared: bool | None
+) -> None:
+    assert _standing(*mine).compare(JOB, peers, 0.5, now=100.0) is compared
+    assert _standing(*mine).compare(JOB, peers, 0.0, now=100.0) is None  # rule off
+
+
+@pytest.mark.parametrize(
+    ("late", "compared", "judged"),
+    [
+        (False, None, True),  # nothing to compare: the task's pace decides, as before
+        (False, True, True),  # slow against its peers too: a move finds a faster worker
+        (False, False, False),  # as fast as its peers: the whole fleet is slower, a move only loses its place
+        (True, None, False),  # taken late: kept
+        (True, True, False),
+    ],
+)
+def test_which_slices_the_per_slice_rule_may_move(late: bool, compared: bool | None, judged: bool) -> None:
+    assert judge_slice(late=late, compared=compared) is judged

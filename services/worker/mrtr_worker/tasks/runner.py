@@ -61,7 +61,7 @@ from mrtr_worker.tasks.catalog import JOBS
 from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.store import Slice, Stored, TaskStore, now_ms
-from mrtr_worker.tasks.straggling import Standing, pull_wait_ms
+from mrtr_worker.tasks.straggling import Standing, judge_slice, pull_wait_ms
 from mrtr_worker.tasks.wire import Status
 
 logger = logging.getLogger(__name__)
@@ -227,6 +227,13 @@ class TaskRunner:
             return False
         return self.standing.slow(self._peer_rates, settings.straggler_ratio, time.monotonic())
 
+    def _compare(self, job: Job) -> bool | None:
+        """This worker against its peers on `job` (`Standing.compare`); None: nothing to compare yet."""
+        settings = self._policy.settings
+        if not settings.enabled or self._peer_rates is None:
+            return None
+        return self.standing.compare(job.name, self._peer_rates, settings.straggler_ratio, time.monotonic())
+
     async def _pull_wait_ms(self) -> float:
         oldest = await self._store.oldest_waiting_ms()
         peers = len(self._peer_rates or ())
@@ -324,7 +331,8 @@ class TaskRunner:
         here = 0  # steps in this slice: the pace this instance keeps
         steps_counter = self._metrics.compute_steps.labels(tool=job.name)
         alone: bool | None = None  # asked of Redis once per slice, and only when a move is in view
-        judged = None if late else record.pace  # a late slice is kept: no straggler move
+        compared = self._compare(job)
+        judged = record.pace if judge_slice(late=late, compared=compared) else None  # None: no straggler move
         if self._policy.fled_here(judged, self.consumer) and not (alone := await self._alone()):
             await self._hand_on(stored, record, state, steps, 0, started, EndOfRound.STRAGGLER, taken)
             return

@@ -15,8 +15,10 @@ less:
   waited in the queue for a whole slice length (every faster worker was busy all that time). A lone
   worker takes everything, and a worker with no recent measurement pulls as usual, so a recovered
   worker learns it at its next slice.
-* A slice taken that late is kept: moving it would only send it to the back of the queue the faster
-  workers already left it in (`judged` says whether the per-slice rule applies).
+* `judge_slice`: a slice taken that late is kept (moving it would only send it to the back of the
+  queue the faster workers left it in), and a worker that steps as fast as its peers does not move a
+  slice that runs below the task's pace: the whole fleet is slower then (a busy host), and a move
+  would only lose the slice its place in the queue.
 """
 
 from __future__ import annotations
@@ -65,13 +67,27 @@ class Standing:
     def slow(self, peers: list[dict[str, float]], threshold: float, now: float) -> bool:
         """Whether, on a job both it and its peers ran lately, this worker steps under `threshold` of the peers'
         median rate (0: the rule is off). Rates are per job: a step's cost differs from job to job."""
-        if threshold <= 0:
-            return False
-        for job, mine in self.current(now).items():
-            theirs = sorted(rates[job] for rates in peers if rates.get(job, 0) > 0)
-            if theirs and mine < threshold * median(theirs):
-                return True
-        return False
+        return any(self.compare(job, peers, threshold, now) for job in self.current(now))
+
+    def compare(self, job: str, peers: list[dict[str, float]], threshold: float, now: float) -> bool | None:
+        """Whether this worker steps `job` under `threshold` of its peers' median rate; None: nothing to compare."""
+        mine = self.current(now).get(job)
+        theirs = [rates[job] for rates in peers if rates.get(job, 0) > 0]
+        if threshold <= 0 or mine is None or not theirs:
+            return None
+        return mine < threshold * median(theirs)
+
+
+def judge_slice(*, late: bool, compared: bool | None) -> bool:
+    """Whether the per-slice straggler rule (`SheddingPolicy.task_slice_end`) may move this slice.
+
+    `late`: a slow worker took it after its peers left it waiting a whole slice (moving it would only put it
+    at the back of that queue again). `compared`: this worker against its peers on the slice's job. When
+    it steps as fast as they do, a slice below the task's pace is the whole fleet slowing down (a busy
+    host), not this worker: a move would find no faster worker and only lose the slice its place. With
+    nothing to compare yet, the task's pace alone decides, as before.
+    """
+    return not late and compared is not False
 
 
 def pull_wait_ms(*, slow: bool, peers: int, oldest_age_ms: int | None, slice_ms: float) -> float:
