@@ -148,9 +148,8 @@ class UpstreamConnection(asyncio.Protocol):
         if exchange is not None:
             exchange.on_complete()
             exchange.flush()
-        if keep and not self.closed:
+        if keep and not self.closed:  # the parser, between messages now, reads the next response as it is
             self.idle_since = time.monotonic()
-            self._parser = httptools.HttpResponseParser(self)
             self._release(self)
         else:
             self.close()
