@@ -24,6 +24,18 @@ than the step in progress (and a drain takes at most one step):
   `straggler_budget`, carried in the state (with the SDK client's default cap
   of 10 rounds, 4 ageing hops and 3 moves leave 3 rounds for questions and
   drains).
+* queue: a prioritized request that has waited `queue_wait_ms` for a slot
+  here without getting one hands back (retried at once), so capacity that
+  appeared elsewhere (a scale-out: new instances with free slots) takes it
+  instead of the queue of an oversubscribed instance. It has run nothing
+  here, so it loses nothing; like a straggler move it does not age the
+  request and it spends the same per-request budget of moves, so the
+  round cap's arithmetic above is unchanged; once the budget is spent the
+  request waits for its slot as before (no starvation). Off by default:
+  measured on a scale-out after 10 s of overload, the queued requests had
+  spent their moves bouncing between full queues before the new instances
+  came (the scale-out timeline, `benchmarks/_why_shed/timeline.py`), so a
+  blind wait only costs rounds; it needs a signal that capacity appeared.
 
 Task slices (`tasks.runner`) follow the same rules where they apply, through
 `task_slice_end`: the checkpoint carries the pace, a slice measured well
@@ -62,7 +74,10 @@ class SheddingSettings:
     straggler_min_slice_ms: int = 1000
     """Measured time here before rates are compared, so one slow step (noise) does not bounce a call."""
     straggler_budget: int = 3
-    """Straggler moves per request: what they can add to the client's rounds is bounded."""
+    """Moves per request (off a straggler, out of a long queue): what they can add to the client's rounds is bounded."""
+    queue_wait_ms: int = 0
+    """A prioritized request queued this long for a slot moves on (a move, within the budget); 0 (the default,
+    see the module's docstring): it waits for its slot."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,24 @@ class SheddingPolicy:
             return False
         assert b.pace is not None
         return b.steps * 1000 / b.slice_ms < self.settings.straggler_ratio * b.pace.rate
+
+    def queue_wait_s(self, pace: Pace | None) -> float | None:
+        """How long a prioritized request may queue here for a slot before it moves on; None: until it gets one.
+
+        Only while it has moves left (the round cap), and never with shedding off (stay where you land).
+        """
+        s = self.settings
+        moves = pace.moves if pace is not None else 0
+        if not s.enabled or s.queue_wait_ms <= 0 or moves >= s.straggler_budget:
+            return None
+        return s.queue_wait_ms / 1000
+
+    @staticmethod
+    def left_queue(pace: Pace | None) -> Pace:
+        """The pace a request carries on after leaving a queue: one move more (it does not age), rate untouched."""
+        if pace is None:
+            return Pace(rate=0.0, samples=0, moves=1)
+        return replace(pace, moves=pace.moves + 1)
 
     def fled_here(self, pace: Pace | None, instance_id: str, *, alone: bool = False) -> bool:
         """Whether a round arrives at the straggler it last left (round robin brings it back): move on unmeasured.
