@@ -92,6 +92,8 @@ class WorkerSettings(BaseSettings):
     max_slice_ms: int = Field(default=2000, ge=0)
     """A computation yields after this long even on an idle worker; 0 turns the time slice off."""
     priority_after_hops: int = Field(default=4, ge=1)
+    queue_wait_ms: int = Field(default=0, ge=0)
+    """A prioritized call queued this long for a slot moves on (within its budget of moves); 0: it waits."""
     straggler_ratio: float = Field(default=0.5, ge=0, lt=1)
     """Hand a computation on when this instance steps it under this fraction of the rate it saw elsewhere; 0: off."""
     drain_timeout_seconds: int = Field(default=30, ge=1)
@@ -194,6 +196,7 @@ class WorkerSettings(BaseSettings):
             min_slice_ms=self.min_slice_ms,
             max_slice_ms=self.max_slice_ms,
             priority_after_hops=self.priority_after_hops,
+            queue_wait_ms=self.queue_wait_ms,
             straggler_ratio=self.straggler_ratio,
         )
 
