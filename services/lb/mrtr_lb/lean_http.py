@@ -118,6 +118,9 @@ def simple_response(
     return b"".join(lines)
 
 
+_METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")}
+"""Method names decoded once."""
+
 IDLE_TIMEOUT = 75.0
 """Seconds a client's keep-alive connection may sit idle between requests (aiohttp's default too)."""
 
@@ -246,14 +249,17 @@ class ClientConnection(asyncio.Protocol):
         req = self._current
         if req is None:
             return
-        req.method = self._parser.get_method().decode("ascii", "replace")
+        raw_method = self._parser.get_method()
+        method = _METHODS.get(raw_method)
+        req.method = method if method is not None else raw_method.decode("ascii", "replace")
         req.target = self._url
         req.http11 = self._parser.get_http_version() == "1.1"
-        length = req.header(b"content-length")
+        lowered = req.lowered()
+        length = lowered.get(b"content-length")
         if length is not None and length.strip().isdigit() and int(length) > self._max_body:
             self._refuse(413, f"request body larger than {self._max_body} bytes")
             return
-        expect = req.header(b"expect")
+        expect = lowered.get(b"expect")
         if expect is not None and expect.lower() == b"100-continue" and self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 

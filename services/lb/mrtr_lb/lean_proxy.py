@@ -33,30 +33,34 @@ _REQUEST_SPECIAL = _REQUEST_DROP | {_XFF}
 def upstream_request(req: LeanRequest, backend: Backend, remote: str) -> bytes:
     """The request as the backend gets it: end-to-end headers, X-Forwarded-*, a recomputed length."""
     lowered = req.lowered()
-    tokens = connection_tokens(req.headers) if b"connection" in lowered else set()
+    tokens = connection_tokens(req.headers) if b"connection" in lowered else None
     special = _REQUEST_SPECIAL | tokens if tokens else _REQUEST_SPECIAL
     path, query = req.path_and_query
     parts = [req.method.encode(), b" ", path + b"?" + query if query else path, b" HTTP/1.1\r\n"]
+    append = parts.append
     forwarded_for: list[bytes] = []
     for name, value in req.headers:
         lower = name.lower()
         if lower in special:
-            if lower == _XFF and lower not in tokens:
+            if lower == _XFF and not (tokens and _XFF in tokens):
                 forwarded_for.append(value)
             continue
-        parts += (name, b": ", value, b"\r\n")
+        append(b"%s: %s\r\n" % (name, value))
     forwarded_for.append(remote.encode())
-    parts += (b"X-Forwarded-For: ", b", ".join(forwarded_for), b"\r\n")
-    if _XFP not in lowered or _XFP in tokens:
-        parts.append(b"X-Forwarded-Proto: http\r\n")
+    append(b"X-Forwarded-For: %s\r\n" % b", ".join(forwarded_for))
+    if _XFP not in lowered or (tokens and _XFP in tokens):
+        append(b"X-Forwarded-Proto: http\r\n")
     host = lowered.get(_HOST)
-    if host and (_XFH not in lowered or _XFH in tokens):
-        parts += (b"X-Forwarded-Host: ", host, b"\r\n")
-    if host is None or _HOST in tokens:
-        parts += (b"Host: ", backend.url.split("://", 1)[1].encode(), b"\r\n")
-    if req.body or req.method in BODY_METHODS:
-        parts.append(b"Content-Length: %d\r\n" % len(req.body))
-    parts += (b"\r\n", req.body)
+    if host and (_XFH not in lowered or (tokens and _XFH in tokens)):
+        append(b"X-Forwarded-Host: %s\r\n" % host)
+    if host is None or (tokens and _HOST in tokens):
+        append(b"Host: %s\r\n" % backend.url.split("://", 1)[1].encode())
+    body = req.body
+    if body or req.method in BODY_METHODS:
+        append(b"Content-Length: %d\r\n\r\n" % len(body))
+    else:
+        append(b"\r\n")
+    append(body)
     return b"".join(parts)
 
 
