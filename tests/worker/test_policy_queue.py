@@ -36,6 +36,20 @@ def test_queue_wait(policy: SheddingPolicy, pace: Pace | None, wait: float | Non
 
 
 @pytest.mark.parametrize(
+    ("policy", "pace", "may"),
+    [
+        (DEFAULT, None, True),  # a rebalance moves it (the timer is off by default)
+        (DEFAULT, Pace(10.0, 2, moves=2), True),
+        (DEFAULT, Pace(10.0, 2, moves=3), False),  # no move left: it keeps its place (round cap, no starvation)
+        (SheddingPolicy(SheddingSettings(straggler_budget=0)), None, False),
+        (SheddingPolicy(SheddingSettings(enabled=False)), None, False),  # stay where you land
+    ],
+)
+def test_who_may_leave_a_queue(policy: SheddingPolicy, pace: Pace | None, may: bool) -> None:
+    assert policy.may_leave_queue(pace) is may
+
+
+@pytest.mark.parametrize(
     ("before", "after"),
     [
         (None, Pace(0.0, 0, moves=1)),

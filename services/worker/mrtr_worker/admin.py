@@ -37,6 +37,13 @@ def admin_router(worker: Worker) -> APIRouter:
         worker.drain()
         return {"draining": True, "in_flight": worker.lifecycle.busy_requests}
 
+    @admin.post("/admin/rebalance")
+    async def rebalance() -> dict[str, object]:
+        """Capacity was added elsewhere (a scale-out): calls queued here for a slot move on (`compute.policy`)."""
+        queued = worker.engine.slots.waiting
+        worker.lifecycle.rebalance()
+        return {"rebalanced": queued}
+
     @admin.get("/admin/state")
     async def state_policy() -> dict[str, object]:
         """What this instance reads and writes: state formats and keys (names only, never secrets)."""

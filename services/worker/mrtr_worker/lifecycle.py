@@ -6,6 +6,7 @@ endpoint and the SIGTERM handler all flip the same switch.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -18,6 +19,7 @@ class Lifecycle:
         self._busy = 0
         self.on_drained: Callable[[], None] | None = None
         """Called once the instance is draining and idle: the host stops the process."""
+        self._rebalance = asyncio.Event()
 
     @property
     def ready(self) -> bool:
@@ -35,6 +37,16 @@ class Lifecycle:
         """Stop taking work: readiness turns false, in-flight work hands itself back at its next step."""
         self._draining = True
         self._maybe_finish()
+
+    @property
+    def rebalanced(self) -> asyncio.Event:
+        """Set by the next `rebalance`: a call queued for a slot now waits on this one."""
+        return self._rebalance
+
+    def rebalance(self) -> None:
+        """Capacity appeared elsewhere (a scale-out): calls queued here for a slot move on now, if they may."""
+        event, self._rebalance = self._rebalance, asyncio.Event()
+        event.set()
 
     def undrain(self) -> None:
         self._draining = False

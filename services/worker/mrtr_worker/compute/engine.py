@@ -27,6 +27,7 @@ from mrtr_worker import inputs
 from mrtr_worker.capabilities import Need, allows, require
 from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
+from mrtr_worker.compute.queueing import wait_for_slot
 from mrtr_worker.compute.slots import Slots
 from mrtr_worker.compute.step_pool import StepPool
 from mrtr_worker.lifecycle import Lifecycle
@@ -121,11 +122,10 @@ class Engine:
         if not self._slots.try_acquire():
             if rnd.can_hand_back and not self.policy.prioritized(rnd.trace.fair_hops):
                 return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
-            wait = self.policy.queue_wait_s(rnd.trace.pace) if rnd.can_hand_back else None
-            try:
-                await asyncio.wait_for(self._slots.acquire(), wait)
-            except TimeoutError:  # a long queue here: spare slots elsewhere (a scale-out) take it (`policy`)
-                rnd.trace.pace = self.policy.left_queue(rnd.trace.pace)
+            movable = rnd.can_hand_back and self.policy.may_leave_queue(rnd.trace.pace)
+            patience = self.policy.queue_wait_s(rnd.trace.pace) if movable else None
+            if not await wait_for_slot(self._slots, self._lifecycle.rebalanced if movable else None, patience):
+                rnd.trace.pace = self.policy.left_queue(rnd.trace.pace)  # a rebalance: free slots elsewhere take it
                 return self._hand_back(rnd, state, steps, EndOfRound.PRESSURE)
         self._metrics.computations.inc()
         try:

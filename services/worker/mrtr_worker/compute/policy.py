@@ -24,18 +24,18 @@ than the step in progress (and a drain takes at most one step):
   `straggler_budget`, carried in the state (with the SDK client's default cap
   of 10 rounds, 4 ageing hops and 3 moves leave 3 rounds for questions and
   drains).
-* queue: a prioritized request that has waited `queue_wait_ms` for a slot
-  here without getting one hands back (retried at once), so capacity that
-  appeared elsewhere (a scale-out: new instances with free slots) takes it
-  instead of the queue of an oversubscribed instance. It has run nothing
-  here, so it loses nothing; like a straggler move it does not age the
-  request and it spends the same per-request budget of moves, so the
-  round cap's arithmetic above is unchanged; once the budget is spent the
-  request waits for its slot as before (no starvation). Off by default:
-  measured on a scale-out after 10 s of overload, the queued requests had
-  spent their moves bouncing between full queues before the new instances
-  came (the scale-out timeline, `benchmarks/_why_shed/timeline.py`), so a
-  blind wait only costs rounds; it needs a signal that capacity appeared.
+* queue: a prioritized request queued here for a slot hands back (retried
+  at once) when the operator says capacity appeared elsewhere (a scale-out:
+  `POST /admin/rebalance`), or after `queue_wait_ms` if set, so new
+  instances with free slots take it instead of the queue of an
+  oversubscribed instance. It has run nothing here, so it loses nothing;
+  like a straggler move it does not age the request and it spends the same
+  per-request budget of moves, so the round cap's arithmetic above holds; once the budget is spent the
+  request waits for its slot as before (no starvation). The timer is off by
+  default: measured on a scale-out after 10 s of overload, the queued
+  requests had spent their moves bouncing between full queues before the
+  new instances came (`benchmarks/_why_shed/timeline.py`), so a blind wait
+  only costs rounds; the rebalance is the signal that capacity appeared.
 
 Task slices (`tasks.runner`) follow the same rules where they apply, through
 `task_slice_end`: the checkpoint carries the pace, a slice measured well
@@ -154,16 +154,17 @@ class SheddingPolicy:
         assert b.pace is not None
         return b.steps * 1000 / b.slice_ms < self.settings.straggler_ratio * b.pace.rate
 
-    def queue_wait_s(self, pace: Pace | None) -> float | None:
-        """How long a prioritized request may queue here for a slot before it moves on; None: until it gets one.
-
-        Only while it has moves left (the round cap), and never with shedding off (stay where you land).
-        """
+    def may_leave_queue(self, pace: Pace | None) -> bool:
+        """Whether a request queued here for a slot may move on (a rebalance, a long wait): it has moves left
+        (the round cap), and shedding is on (staying where you land waits)."""
         s = self.settings
-        moves = pace.moves if pace is not None else 0
-        if not s.enabled or s.queue_wait_ms <= 0 or moves >= s.straggler_budget:
+        return s.enabled and (pace.moves if pace is not None else 0) < s.straggler_budget
+
+    def queue_wait_s(self, pace: Pace | None) -> float | None:
+        """How long a prioritized request may queue here for a slot before it moves on; None: until it gets one."""
+        if self.settings.queue_wait_ms <= 0 or not self.may_leave_queue(pace):
             return None
-        return s.queue_wait_ms / 1000
+        return self.settings.queue_wait_ms / 1000
 
     @staticmethod
     def left_queue(pace: Pace | None) -> Pace:
