@@ -14,6 +14,10 @@ proxy and the same load. Workers leave the way the strategy says:
   clients get a 502 and call again from the start (with shedding off there
   is no checkpoint to resume from).
 
+Workers join the same way for every strategy; the operator then tells the
+instances already there (`POST /admin/rebalance`), which moves their queued
+calls on with shedding on and changes nothing with it off.
+
 The waiting is done from outside, by watching the worker's
 `mrtr_worker_in_flight_requests`, so the worker needs no mode of its own:
 a draining worker with shedding off still hands its calls back, which is
@@ -124,9 +128,17 @@ class Steps:
 
 
 def add_workers(cluster: LocalCluster, count: int, strategy: Strategy, version: int = 1) -> list[str]:
-    """Start `count` workers at once (start-up is mostly imports: they overlap), each in rotation when ready."""
+    """Start `count` workers at once (start-up is mostly imports: they overlap), each in rotation when ready.
+
+    Then the operator tells the instances that were there (`POST /admin/rebalance`) that capacity was added:
+    with shedding on, the calls queued there for a slot move on, and the round robin takes them to the new
+    ones; with shedding off (stay where you land) the call changes nothing.
+    """
+    before = list(cluster.workers.values())
     with ThreadPoolExecutor(count) as pool:
         handles = list(pool.map(lambda _: cluster.add_worker(version, extra_env=strategy.worker_env), range(count)))
+    for handle in before:
+        httpx.post(f"{handle.url}/admin/rebalance", headers=cluster.admin_headers, timeout=5.0).raise_for_status()
     return [handle.instance_id for handle in handles]
 
 
