@@ -29,6 +29,8 @@ async def test_metrics_have_per_backend_counters(
     assert got.by_label("mrtr_lb_backend_healthy", "backend") == dict.fromkeys(urls, 1)
     assert got.by_label("mrtr_lb_backend_drained", "backend") == dict.fromkeys(urls, 0)
     assert got.value("mrtr_lb_responses_total", code="200") == 4
+    assert got.value("mrtr_lb_request_duration_seconds_count") == 4
+    assert got.value("mrtr_lb_request_duration_seconds_bucket", le="+Inf") == 4
 
 
 async def test_metrics_count_errors_and_retries(

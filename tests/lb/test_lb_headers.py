@@ -7,6 +7,7 @@ from bytes itself; these pin what it must keep or drop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -22,9 +23,29 @@ DECLARING = (
 )
 
 
+PLAIN = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nX-Dup: a\r\nx-dup: b\r\nX-Worker-Id: plain\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(BODY), BODY)
+)
+
+
 @pytest.fixture
 async def declaring_backend() -> AsyncIterator[str]:
     """A raw backend whose /mcp answer lists a private header in ``Connection``; /readyz is plain 200."""
+    async with raw_backend(DECLARING) as url:
+        yield url
+
+
+@pytest.fixture
+async def plain_backend() -> AsyncIterator[str]:
+    """A raw backend whose /mcp answer has no hop-by-hop header but one header twice, in two casings."""
+    async with raw_backend(PLAIN) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def raw_backend(answer: bytes) -> AsyncIterator[str]:
+    """A keep-alive backend on a raw socket that answers every /mcp request with ``answer``."""
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -36,7 +57,7 @@ async def declaring_backend() -> AsyncIterator[str]:
                         length = int(value)
                 await reader.readexactly(length)
                 ready = head.startswith(b"GET /readyz")
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" if ready else DECLARING)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" if ready else answer)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -71,4 +92,16 @@ async def test_headers_the_backend_declares_hop_by_hop_are_dropped(
             assert resp.headers["X-Worker-Id"] == "raw"
             assert "X-Private-Hop" not in resp.headers
             assert "Keep-Alive" not in resp.headers
+            assert await resp.read() == BODY
+
+
+async def test_a_head_without_hop_by_hop_headers_is_passed_on_as_sent(
+    plain_backend: str, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    lb = await make_lb(backends=[plain_backend])
+    for _ in range(3):  # the later ones on the reused upstream connection (its parser reads on)
+        async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+            assert resp.status == 200
+            assert resp.headers.getall("X-Dup") == ["a", "b"]
+            assert resp.headers["X-Worker-Id"] == "plain"
             assert await resp.read() == BODY
