@@ -76,6 +76,9 @@ def options() -> argparse.ArgumentParser:
         default=100.0,
         help="(b): seconds of load from its start, at least until the calls it caught are done (default 100)",
     )
+    p.add_argument(
+        "--no-rebalance", action="store_true", help="(c): do not tell the old instances of the new ones (the old way)"
+    )
     p.add_argument("--grace", type=float, default=2.0, help="kill and start over: grace before SIGKILL (default 2)")
     p.add_argument("--drain-timeout", type=float, default=600.0, help="stay: longest wait for a leaving instance")
     p.add_argument("--report-file", type=Path, default=REPORT, help="where the section goes (default the docs)")
@@ -98,6 +101,7 @@ def main() -> int:
         drain_timeout=args.drain_timeout,
         upgrade_window=args.upgrade_window,
         long_callers=args.long_callers,
+        rebalance=not args.no_rebalance,
     )
     strategies = [STRATEGIES[name.strip()] for name in args.strategies.split(",")]
     cells = measure([s for s in SCENARIOS if s in args.scenarios], strategies, sizes)
@@ -155,8 +159,7 @@ def report(cells: list[Cell], sizes: Sizes) -> list[str]:
         f"{sizes.upgrade_window:g} s from the start of an upgrade replacing each of three workers by a v2 one, one "
         "at a time (longer while the upgrade lasts, and until every call in flight at its start has finished); (c) "
         f"{sizes.overload} callers of `count_primes({sizes.short.limit:,})` on two workers, two more added after "
-        f"{sizes.warmup:g} s (the two old ones then told so, `POST /admin/rebalance`: with shedding on, the calls "
-        f"queued there for a slot move on), then {sizes.duration:g} s more. Stay where you land: shedding off, a "
+        f"{sizes.warmup:g} s ({_told(sizes)}), then {sizes.duration:g} s more. Stay where you land: shedding off, a "
         f"leaving worker waits for its calls; kill and start over: shedding off, SIGKILL after {sizes.grace:g} s, "
         "the client calls again from the start. **Lost steps**: steps the workers ran beyond completed calls x steps "
         "per call. "
@@ -227,6 +230,12 @@ def _targets(cells: list[Cell]) -> list[str]:
             f"the scale-out still had {longest:.1f} s to run"
         )
     return lines or ["* (none of the targeted cells ran)"]
+
+
+def _told(sizes: Sizes) -> str:
+    if not sizes.rebalance:
+        return "the old ones not told of them"
+    return "the two old ones then told so, `POST /admin/rebalance`: with shedding on, their queued calls move on"
 
 
 def _seconds(value: float | None, unit: str = " s") -> str:

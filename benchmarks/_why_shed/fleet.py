@@ -127,17 +127,19 @@ class Steps:
             self.sample()
 
 
-def add_workers(cluster: LocalCluster, count: int, strategy: Strategy, version: int = 1) -> list[str]:
+def add_workers(
+    cluster: LocalCluster, count: int, strategy: Strategy, version: int = 1, *, rebalance: bool = True
+) -> list[str]:
     """Start `count` workers at once (start-up is mostly imports: they overlap), each in rotation when ready.
 
     Then the operator tells the instances that were there (`POST /admin/rebalance`) that capacity was added:
     with shedding on, the calls queued there for a slot move on, and the round robin takes them to the new
-    ones; with shedding off (stay where you land) the call changes nothing.
+    ones; with shedding off (stay where you land) the call changes nothing. `rebalance=False`: not told.
     """
     before = list(cluster.workers.values())
     with ThreadPoolExecutor(count) as pool:
         handles = list(pool.map(lambda _: cluster.add_worker(version, extra_env=strategy.worker_env), range(count)))
-    for handle in before:
+    for handle in before if rebalance else []:
         httpx.post(f"{handle.url}/admin/rebalance", headers=cluster.admin_headers, timeout=5.0).raise_for_status()
     return [handle.instance_id for handle in handles]
 

@@ -53,6 +53,8 @@ class Sizes:
     upgrade itself, or a call in flight at its start, lasts longer), so that calls completed compare."""
     long_callers: int = 3
     """Callers in (b): one call in flight per instance when the upgrade starts."""
+    rebalance: bool = True
+    """(c): the old instances are told of the new ones (`POST /admin/rebalance`)."""
 
 
 @dataclass
@@ -161,7 +163,7 @@ def _scale_out(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) -> Cell:
     with Steps(cluster) as steps:
         with Callers(cluster.mcp_url, sizes.short, sizes.overload) as callers:
             time.sleep(sizes.warmup)  # an overload under way before the new instances come
-            new = add_workers(cluster, 2, strategy)
+            new = add_workers(cluster, 2, strategy, rebalance=sizes.rebalance)
             added_at = time.monotonic()
             time.sleep(sizes.duration)
         executed = steps.executed()
