@@ -198,6 +198,9 @@ def test_the_store_tells_peer_rates_and_how_long_the_oldest_slice_waits(redis_se
             await store.heartbeat("w2")  # an older build, or one that measured nothing
             await store.heartbeat("w3", {})
             assert sorted(map(str, await store.peer_rates("w3", 60_000))) == ["{'count_primes': 4.0}", "{}"]
+            await store.client.zadd(store.runners, {"w1": now_ms() - 120_000})  # w1 went quiet two minutes ago
+            assert await store.peer_rates("w3", 60_000) == [{}]
+            assert await store.client.hkeys(store.runner_rates) == ["w3"]  # w1's rates removed, w3's own kept
             await store.create(_record(), max_live=10)
             waited = await store.oldest_waiting_ms()
             assert waited is not None

@@ -346,11 +346,15 @@ class TaskStore:
         return sum(1 for name in seen if name != consumer)
 
     async def peer_rates(self, consumer: str, within_ms: int) -> list[dict[str, float]]:
-        """The step rates per job of the other workers heard from within `within_ms` (one dict each)."""
+        """The step rates per job of the other workers heard from within `within_ms` (one dict each); the rates
+        of workers not heard from in that time are removed (each writes its own again with its heartbeat)."""
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.zrangebyscore(self.runners, now_ms() - within_ms, "+inf")
             pipe.hgetall(self.runner_rates)
             seen, raw = await pipe.execute()
+        gone = [name for name in raw if name not in seen and name != consumer]
+        if gone:  # workers not heard from lately: their rates would only pile up (a new name every deployment)
+            await self.client.hdel(self.runner_rates, *gone)
         rates: list[dict[str, float]] = []
         for name in seen:
             if name == consumer:
