@@ -12,9 +12,10 @@ less:
   ratio of its peers' median rate for that job knows it is slow. (The task's own pace cannot tell:
   a task that ran only on the slow worker carries the slow worker's rate.)
 * `pull_wait_ms`: such a worker leaves fresh slices to its peers and takes only a slice that has
-  waited in the queue for a whole slice length (every faster worker was busy all that time). A lone
-  worker takes everything, and a worker with no recent measurement pulls as usual, so a recovered
-  worker learns it at its next slice.
+  waited in the queue for a whole slice length (every faster worker was busy all that time), so it
+  still takes work when the fleet needs it, and nothing starves. A lone worker takes everything. Each
+  slice it takes refreshes its rate, and a rate not refreshed for `STANDING_STALE_SECONDS` is
+  forgotten (it pulls as usual and measures again), so a recovered worker learns it.
 * `judge_slice`: a slice taken that late is kept (moving it would only send it to the back of the
   queue the faster workers left it in), and a worker that steps as fast as its peers does not move a
   slice that runs below the task's pace: the whole fleet is slower then (a busy host), and a move
