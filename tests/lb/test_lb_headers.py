@@ -105,3 +105,17 @@ async def test_a_head_without_hop_by_hop_headers_is_passed_on_as_sent(
             assert resp.headers.getall("X-Dup") == ["a", "b"]
             assert resp.headers["X-Worker-Id"] == "plain"
             assert await resp.read() == BODY
+
+
+async def test_each_request_on_a_connection_forwards_its_own_headers(
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    """The lean engine reuses a connection's upstream header block only for the very same headers."""
+    backend = await make_backend("w")
+    lb = await make_lb(backends=[backend.url])
+    sent = [("echo", b"{}"), ("echo", b'{"longer": "body"}'), ("add", b"{}"), ("echo", b"[]")]
+    for name, body in sent:  # one pooled client connection: aiohttp keeps it alive
+        async with client.post(f"{lb.url}/mcp", data=body, headers={"Mcp-Name": name}) as resp:
+            assert resp.status == 200
+    assert [(seen.headers["mcp-name"], seen.body) for seen in backend.seen] == sent
+    assert all(seen.headers["content-length"] == str(len(seen.body)) for seen in backend.seen)

@@ -171,7 +171,7 @@ class Forward:
         if client.writing_paused:
             conn.pause(True)
         self._proxy.active.add(self)
-        conn.send(self, self._proxy.request_bytes(self._req, self._backend, client.remote))
+        conn.send(self, self._proxy.request_bytes(self._req, self._backend, client))
 
     def _end(self) -> None:
         if self._ended:

@@ -24,7 +24,7 @@ log = logging.getLogger("mrtr_lb.lean")
 
 
 class LeanRequest:
-    """One parsed client request (header names and values as the client sent them)."""
+    """One parsed client request (header names and values as the client sent them, but ``Content-Length``)."""
 
     __slots__ = ("_lower", "_split", "body", "headers", "http11", "keep_alive", "method", "reject", "target")
 
@@ -154,6 +154,9 @@ class ClientConnection(asyncio.Protocol):
         self._waiters: list[asyncio.Future[None]] = []
         self._current: LeanRequest | None = None
         self._url = b""
+        self._headers: Headers = []
+        self._length: bytes | None = None
+        self._expect: bytes | None = None
         self._body: list[bytes] = []
         self._size = 0
         self._stopped = False  # parse nothing more: the connection closes after what is queued
@@ -166,6 +169,8 @@ class ClientConnection(asyncio.Protocol):
         """What runs the current request (set by the dispatcher), told if the client leaves."""
         self.upstream: UpstreamConnection | None = None
         """The backend connection whose response is streaming here (flow control follows it)."""
+        self.upstream_heads: dict[tuple[str, tuple[tuple[bytes, bytes], ...]], bytes] = {}
+        """Upstream header blocks by (backend, the request's headers): see ``lean_proxy.upstream_request``."""
         self.writing_paused = False
         self.gone = False
 
@@ -236,14 +241,25 @@ class ClientConnection(asyncio.Protocol):
     # -- httptools callbacks
     def on_message_begin(self) -> None:
         self._url, self._body, self._size = b"", [], 0
-        self._current = LeanRequest(method="", target=b"", headers=[], keep_alive=True, http11=True)
+        self._length = self._expect = None
+        self._headers = []
+        self._current = LeanRequest(method="", target=b"", headers=self._headers, keep_alive=True, http11=True)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self._current is not None:
-            self._current.headers.append((name, value))
+        """``Content-Length`` is kept apart (the body's framing is recomputed on the way out), so that the
+        header list of a client's requests repeats from one request to the next (see ``upstream_request``)."""
+        size = len(name)
+        if size == 14 or size == 6:
+            lower = name.lower()
+            if lower == b"content-length":
+                self._length = value
+                return
+            if lower == b"expect":
+                self._expect = value
+        self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         req = self._current
@@ -254,12 +270,11 @@ class ClientConnection(asyncio.Protocol):
         req.method = method if method is not None else raw_method.decode("ascii", "replace")
         req.target = self._url
         req.http11 = self._parser.get_http_version() == "1.1"
-        lowered = req.lowered()
-        length = lowered.get(b"content-length")
+        length = self._length
         if length is not None and length.strip().isdigit() and int(length) > self._max_body:
             self._refuse(413, f"request body larger than {self._max_body} bytes")
             return
-        expect = lowered.get(b"expect")
+        expect = self._expect
         if expect is not None and expect.lower() == b"100-continue" and self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 

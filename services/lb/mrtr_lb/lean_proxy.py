@@ -30,13 +30,36 @@ _XFF, _XFP, _XFH, _HOST = b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarde
 _REQUEST_SPECIAL = _REQUEST_DROP | {_XFF}
 
 
-def upstream_request(req: LeanRequest, backend: Backend, remote: str) -> bytes:
-    """The request as the backend gets it: end-to-end headers, X-Forwarded-*, a recomputed length."""
+HEAD_CACHE_SIZE = 16
+"""Header blocks kept per client connection (a few tools and methods; requests that vary every time miss)."""
+
+
+def upstream_request(req: LeanRequest, backend: Backend, client: ClientConnection) -> bytes:
+    """The request as the backend gets it: end-to-end headers, X-Forwarded-*, a recomputed length.
+
+    A client sends the same headers on most requests of a connection (its length is not among them),
+    so the header block built for one is kept on the connection and reused for the next.
+    """
+    key = (backend.url, tuple(req.headers))
+    blocks = client.upstream_heads
+    block = blocks.get(key)
+    if block is None:
+        block = header_block(req, backend, client.remote)
+        if len(blocks) < HEAD_CACHE_SIZE:
+            blocks[key] = block
+    path, query = req.path_and_query
+    body = req.body
+    length = b"Content-Length: %d\r\n\r\n" % len(body) if body or req.method in BODY_METHODS else b"\r\n"
+    target = path + b"?" + query if query else path
+    return b"".join((req.method.encode(), b" ", target, b" HTTP/1.1\r\n", block, length, body))
+
+
+def header_block(req: LeanRequest, backend: Backend, remote: str) -> bytes:
+    """The upstream header lines, without the request line and the length: end-to-end headers, X-Forwarded-*."""
     lowered = req.lowered()
     tokens = connection_tokens(req.headers) if b"connection" in lowered else None
     special = _REQUEST_SPECIAL | tokens if tokens else _REQUEST_SPECIAL
-    path, query = req.path_and_query
-    parts = [req.method.encode(), b" ", path + b"?" + query if query else path, b" HTTP/1.1\r\n"]
+    parts: list[bytes] = []
     append = parts.append
     forwarded_for: list[bytes] = []
     for name, value in req.headers:
@@ -55,12 +78,6 @@ def upstream_request(req: LeanRequest, backend: Backend, remote: str) -> bytes:
         append(b"X-Forwarded-Host: %s\r\n" % host)
     if host is None or (tokens and _HOST in tokens):
         append(b"Host: %s\r\n" % backend.url.split("://", 1)[1].encode())
-    body = req.body
-    if body or req.method in BODY_METHODS:
-        append(b"Content-Length: %d\r\n\r\n" % len(body))
-    else:
-        append(b"\r\n")
-    append(body)
     return b"".join(parts)
 
 
