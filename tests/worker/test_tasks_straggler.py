@@ -259,7 +259,7 @@ def test_a_runner_as_fast_as_its_peers_does_not_move_a_slice_below_the_task_pace
         await runner.start()
         try:
             await wait_until_async(
-                lambda: _true(runner._peer_rates is not None), timeout=WAIT, interval=0.01, what="the peers' rates"
+                lambda: _true(runner.peer_rates is not None), timeout=WAIT, interval=0.01, what="the peers' rates"
             )
             record = replace(_record(), pace=FAST_BEFORE)  # judged by the task's pace alone, it would move
             await store.create(record, max_live=10)

@@ -220,6 +220,11 @@ class TaskRunner:
                 continue
             self._spawn(taken, late=late)
 
+    @property
+    def peer_rates(self) -> list[dict[str, float]] | None:
+        """The other live workers' step rates per job, as of the last heartbeat (None: not read yet)."""
+        return self._peer_rates
+
     def slow(self) -> bool:
         """Whether this worker has measured itself well below its peers lately (the straggler rule's ratio)."""
         settings = self._policy.settings
