@@ -301,6 +301,8 @@ class LocalCluster:
             "MRTR_LB_BACKENDS": ",".join(backends),
             "MRTR_LB_PROXY_PATHS": PROXIED_PATHS,
             "PYTHONUNBUFFERED": "1",
+            # The proxy tells the workers when capacity joins (POST /admin/rebalance): it needs their token.
+            **({} if self.config.admin_token is None else {"MRTR_LB_ADMIN_TOKEN": self.config.admin_token}),
             **self.config.lb_env,
         }
         return ManagedProcess(

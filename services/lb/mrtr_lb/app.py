@@ -87,7 +87,7 @@ def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.A
     admin = Admin(pool, metrics)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        async with upstream_session(settings) as session, background(settings, pool, resolver):
+        async with upstream_session(settings) as session, background(settings, pool, resolver, metrics):
             proxy.attach(session)
             yield
 

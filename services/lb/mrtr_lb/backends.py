@@ -98,6 +98,7 @@ class BackendPool:
         self._backends: list[Backend] = []
         self._cursor = 0
         self._listeners: list[Callable[[], None]] = []
+        self._join_listeners: list[Callable[[Backend], None]] = []
         for url in urls:
             self.add(url, source)
 
@@ -110,6 +111,14 @@ class BackendPool:
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call `listener` after run-time membership changes (the health checker re-syncs its loops)."""
         self._listeners.append(listener)
+
+    def on_join(self, listener: Callable[[Backend], None]) -> None:
+        """Call `listener` each time a backend becomes routable (healthy and not drained): capacity appeared."""
+        self._join_listeners.append(listener)
+
+    def _joined(self, backend: Backend) -> None:
+        for listener in self._join_listeners:
+            listener(backend)
 
     def notify_changed(self) -> None:
         for listener in self._listeners:
@@ -174,6 +183,8 @@ class BackendPool:
         if healthy:
             backend.last_error = None
             log.info("backend in rotation: %s", backend.url)
+            if not backend.drained:
+                self._joined(backend)
         else:
             log.warning("backend out of rotation: %s (%s)", backend.url, reason)
 
@@ -182,6 +193,8 @@ class BackendPool:
             backend.drained = drained
             backend.last_change = time.time()
             log.info("backend %s: %s", "drained" if drained else "undrained", backend.url)
+            if backend.eligible:
+                self._joined(backend)
 
     def snapshot(self) -> list[dict[str, object]]:
         return [b.as_json() for b in self._backends]

@@ -1,4 +1,4 @@
-"""What runs beside either forwarding engine: health checks and DNS discovery.
+"""What runs beside either forwarding engine: health checks, DNS discovery, rebalance on join.
 
 Both engines (aiohttp and lean) share one pool and these loops, so the
 balancer's contract (who is in rotation, when requests are abandoned) does
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -17,11 +18,20 @@ from .backends import BackendPool
 from .config import Settings
 from .discovery import DnsDiscovery, Resolver, system_resolver
 from .health import HealthChecker
+from .metrics import LbMetrics
+from .rebalance import Rebalancer
+
+log = logging.getLogger("mrtr_lb")
 
 
 @contextlib.asynccontextmanager
-async def background(settings: Settings, pool: BackendPool, resolver: Resolver | None) -> AsyncIterator[None]:
-    """Discover and probe backends; one round of checks first, so traffic flows from the first request."""
+async def background(
+    settings: Settings, pool: BackendPool, resolver: Resolver | None, metrics: LbMetrics
+) -> AsyncIterator[None]:
+    """Discover and probe backends; one round of checks first, so traffic flows from the first request.
+
+    Rebalance on join listens only after that first round: the start-up set is not capacity that joined.
+    """
     async with aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(force_close=True), cookie_jar=aiohttp.DummyCookieJar()
     ) as health_session:
@@ -49,12 +59,36 @@ async def background(settings: Settings, pool: BackendPool, resolver: Resolver |
         await health.check_all()
         health.sync()
         pool.subscribe(health.sync)
+        rebalancer = _rebalancer(settings, pool, health_session, metrics)
         try:
             yield
         finally:
+            if rebalancer is not None:
+                await rebalancer.close()
             for task in tasks:
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await health.close()
+
+
+def _rebalancer(
+    settings: Settings, pool: BackendPool, session: aiohttp.ClientSession, metrics: LbMetrics
+) -> Rebalancer | None:
+    """Listen for joins (unless MRTR_LB_REBALANCE_ON_JOIN is off); say once at start what it will do."""
+    if not settings.rebalance_on_join:
+        log.info("rebalance on join: off (MRTR_LB_REBALANCE_ON_JOIN=false)")
+        return None
+    with_token = "with" if settings.admin_token is not None or settings.admin_token_file is not None else "without"
+    log.info("rebalance on join: on, %s an admin token", with_token)
+    rebalancer = Rebalancer(
+        pool,
+        session,
+        metrics,
+        token=settings.admin_token_text,
+        debounce=settings.rebalance_debounce,
+        timeout=settings.rebalance_timeout,
+    )
+    pool.on_join(rebalancer.joined)
+    return rebalancer

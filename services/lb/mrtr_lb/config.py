@@ -6,9 +6,10 @@ receives one validated object and never reads the environment itself.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from yarl import URL
 
@@ -76,6 +77,14 @@ class Settings(BaseSettings):
     """Which code moves the bytes: aiohttp (server + client) or the lean asyncio/httptools path on uvloop."""
     proxy_paths: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["/mcp"])
     """Paths forwarded to the workers; anything else (a worker's /admin, /metrics) is not reachable through here."""
+    rebalance_on_join: bool = True
+    """When a backend joins the rotation after start-up, POST /admin/rebalance to the others (capacity appeared)."""
+    rebalance_debounce: float = Field(default=0.1, ge=0)
+    """Joins within this many seconds of the first one make one round of rebalance calls."""
+    rebalance_timeout: float = Field(default=2.0, gt=0)
+    admin_token: SecretStr | None = None
+    """The workers' admin token (their MRTR_WORKER_ADMIN_TOKEN), sent with rebalance calls; or `admin_token_file`."""
+    admin_token_file: Path | None = None
 
     @field_validator("backends", "proxy_paths", mode="before")
     @classmethod
@@ -109,6 +118,22 @@ class Settings(BaseSettings):
         if not self.backends and self.backend_dns is None:
             raise ValueError("no backends: set MRTR_LB_BACKENDS or MRTR_LB_BACKEND_DNS")
         return self
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> Settings:
+        if self.admin_token is not None and self.admin_token_file is not None:
+            raise ValueError("set MRTR_LB_ADMIN_TOKEN or MRTR_LB_ADMIN_TOKEN_FILE, not both")
+        if self.admin_token_file is not None and not self.admin_token_file.is_file():
+            raise ValueError(f"MRTR_LB_ADMIN_TOKEN_FILE {self.admin_token_file}: no such file")
+        return self
+
+    def admin_token_text(self) -> str | None:
+        """The workers' admin token, read from the file each time it is asked (a rotated secret is picked up)."""
+        if self.admin_token is not None:
+            return self.admin_token.get_secret_value().strip() or None
+        if self.admin_token_file is not None:
+            return self.admin_token_file.read_text().strip() or None
+        return None
 
     @property
     def dns_target(self) -> tuple[str, int] | None:

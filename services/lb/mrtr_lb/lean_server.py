@@ -38,7 +38,7 @@ class LeanServer:
         self.port = settings.port
 
     async def start(self) -> LeanServer:
-        await self._stack.enter_async_context(background(self.settings, self.pool, self._resolver))
+        await self._stack.enter_async_context(background(self.settings, self.pool, self._resolver, self.metrics))
         loop = asyncio.get_running_loop()
         limit = self.settings.max_body_size
         try:

@@ -101,6 +101,15 @@ class LbMetrics:
         self.backend_drained = Gauge(
             "mrtr_lb_backend_drained", "1 if an operator drained the backend.", ["backend"], registry=r
         )
+        self.rebalance = Counter(
+            "mrtr_lb_rebalance",
+            "POST /admin/rebalance calls to backends after capacity joined, by outcome"
+            " (ok, unauthorized, refused, unreachable).",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in ("ok", "unauthorized", "refused", "unreachable"):
+            self.rebalance.labels(outcome)
         self.count_request = self.counts.count_request
         self.count_response = self.counts.count_response
 

@@ -75,7 +75,7 @@ class Worker:
         identity = WorkerInstance(instance_id=settings.instance_id, version=settings.version, layout=layout)
         metrics = WorkerMetrics()
         codec = FleetStateCodec(ring, max_token_bytes=settings.state_max_bytes, observe=_key_counter(metrics))
-        lifecycle = Lifecycle()
+        lifecycle = Lifecycle(on_rebalance=metrics.rebalances.inc)
         engine = Engine(settings.shedding_settings(), lifecycle, metrics)
         tasks, runner = _task_parts(settings, codec, identity, lifecycle, engine, metrics)
         vault = _vault_desk(settings)

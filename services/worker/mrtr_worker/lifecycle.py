@@ -14,12 +14,14 @@ from contextlib import contextmanager
 class Lifecycle:
     """Whether this instance takes new work, and how much work it still has."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_rebalance: Callable[[], None] | None = None) -> None:
         self._draining = False
         self._busy = 0
         self.on_drained: Callable[[], None] | None = None
         """Called once the instance is draining and idle: the host stops the process."""
         self._rebalance = asyncio.Event()
+        self._on_rebalance = on_rebalance
+        """Counts each rebalance (the host passes its metric), so an operator can see the proxy's calls arrive."""
 
     @property
     def ready(self) -> bool:
@@ -47,6 +49,8 @@ class Lifecycle:
         """Capacity appeared elsewhere (a scale-out): calls queued here for a slot move on now, if they may."""
         event, self._rebalance = self._rebalance, asyncio.Event()
         event.set()
+        if self._on_rebalance is not None:
+            self._on_rebalance()
 
     def undrain(self) -> None:
         self._draining = False

@@ -57,5 +57,8 @@ class WorkerMetrics:
             ["outcome"],
             registry=r,
         )
+        self.rebalances = Counter(
+            "mrtr_worker_rebalances", "POST /admin/rebalance received (capacity joined elsewhere)", registry=r
+        )
         self.in_flight = Gauge("mrtr_worker_in_flight_requests", "MCP requests being handled", registry=r)
         self.ready = Gauge("mrtr_worker_ready", "1 while the worker accepts traffic, 0 while draining", registry=r)
