@@ -168,8 +168,19 @@ class LocalCluster:
 
     def add_worker(self, version: int = 1, *, extra_env: dict[str, str] | None = None) -> WorkerHandle:
         """Start a worker, wait until it is ready, and put it in the proxy's rotation."""
+        return self.join_worker(self.start_worker(version, extra_env=extra_env))
+
+    def start_worker(self, version: int = 1, *, extra_env: dict[str, str] | None = None) -> WorkerHandle:
+        """Start a worker and wait until it is ready, still outside the proxy's rotation (`join_worker` puts it in).
+
+        Apart so that a test can have the capacity ready and make it join at a moment of its choosing.
+        """
         handle = self._start_worker(version, extra_env)
         handle.process.wait_ready(self.config.ready_timeout)
+        return handle
+
+    def join_worker(self, handle: WorkerHandle) -> WorkerHandle:
+        """Put a started worker in the proxy's rotation (the proxy then tells the others: capacity joined)."""
         self.lb.add(handle.lb_url)
         self.lb.wait_for_backend(handle.lb_url)
         return handle

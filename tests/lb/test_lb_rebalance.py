@@ -1,0 +1,155 @@
+"""Rebalance on join: capacity that joins the rotation makes the proxy POST /admin/rebalance to the others.
+
+Real workers (a local cluster with an operator token, one compute slot each) receive the calls; what
+they counted (`mrtr_worker_rebalances_total`) is the evidence. The joining backend is a stand-in: it
+only has to pass its health check. One cluster serves the module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import aiohttp
+import pytest
+
+from mrtr_client import AsyncClient, CallResult
+from mrtr_lb import RunningLB
+from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_ops.waiting import wait_until as wait_until_sync
+from mrtr_protocol.metrics import MetricsPage
+from mrtr_worker.compute import primes
+
+from .standin import MakeBackend, MakeLB, backend_states, wait_until
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "rebalance-operator-token"
+REBALANCES = "mrtr_worker_rebalances_total"
+LIMIT = 100_000_000
+SEGMENT = 2_500_000
+CALLS = 4
+"""Four calls of about a second each (more on a busy machine) behind one slot: some are still queued at the join."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One worker with one compute slot and shedding on (the default), behind the cluster's own proxy."""
+    config = ClusterConfig(
+        workers=1,
+        port=0,
+        work_dir=tmp_path_factory.mktemp("rebalance"),
+        admin_token=TOKEN,
+        redis=False,
+        worker_env={"MRTR_WORKER_MAX_CONCURRENT_COMPUTATIONS": "1"},
+        ready_timeout=120.0,
+    )
+    with LocalCluster(config) as started:
+        yield started
+
+
+async def _rebalances(client: aiohttp.ClientSession, url: str) -> float:
+    async with client.get(f"{url}/metrics") as resp:
+        return MetricsPage.parse(await resp.text()).value(REBALANCES)
+
+
+async def _lb_rebalance(client: aiohttp.ClientSession, lb: RunningLB, outcome: str) -> float:
+    async with client.get(f"{lb.url}/lb/metrics") as resp:
+        return MetricsPage.parse(await resp.text()).value("mrtr_lb_rebalance_total", outcome=outcome)
+
+
+async def _add(client: aiohttp.ClientSession, lb: RunningLB, url: str) -> None:
+    async with client.post(f"{lb.url}/lb/backends/add", params={"url": url}) as resp:
+        assert resp.status == 200
+
+    async def in_rotation() -> bool:
+        return (await backend_states(client, lb)).get(url, {}).get("state") == "healthy"
+
+    await wait_until(in_rotation, what=f"{url} in rotation")
+
+
+async def test_a_backend_added_makes_the_proxy_rebalance_the_others_and_a_failing_one_stops_nothing(
+    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession
+) -> None:
+    workers = [h.url for h in cluster.workers.values()]
+    failing = await make_backend("no-admin")  # routable, but its /admin/rebalance is a 404
+    joiner = await make_backend("joiner")
+    lb = await make_lb(backends=[*workers, failing.url], admin_token=TOKEN, rebalance_debounce=0.05)
+    before = {url: await _rebalances(client, url) for url in workers}
+    assert await _lb_rebalance(client, lb, "ok") == 0, "the start-up set is not a join"
+
+    await _add(client, lb, joiner.url)
+
+    async def every_worker_told() -> bool:
+        return {url: await _rebalances(client, url) for url in workers} == {url: n + 1 for url, n in before.items()}
+
+    await wait_until(every_worker_told, what="each worker counted one rebalance")
+    await wait_until(lambda: _refused_once(client, lb), what="the failing backend's call counted")
+    assert await _lb_rebalance(client, lb, "ok") == len(workers)
+
+
+async def _refused_once(client: aiohttp.ClientSession, lb: RunningLB) -> bool:
+    return await _lb_rebalance(client, lb, "refused") == 1
+
+
+async def test_without_the_token_the_workers_refuse_and_nothing_moves(
+    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession
+) -> None:
+    workers = [h.url for h in cluster.workers.values()]
+    joiner = await make_backend("joiner")
+    lb = await make_lb(backends=workers, rebalance_debounce=0.05)
+    before = {url: await _rebalances(client, url) for url in workers}
+
+    await _add(client, lb, joiner.url)
+
+    async def refused() -> bool:
+        return await _lb_rebalance(client, lb, "unauthorized") == len(workers)
+
+    await wait_until(refused, what="the workers' 401s counted")
+    assert {url: await _rebalances(client, url) for url in workers} == before
+
+
+async def test_with_rebalance_on_join_off_no_call_is_made(
+    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession
+) -> None:
+    workers = [h.url for h in cluster.workers.values()]
+    joiner = await make_backend("joiner")
+    lb = await make_lb(backends=workers, admin_token=TOKEN, rebalance_on_join=False, rebalance_debounce=0)
+    before = {url: await _rebalances(client, url) for url in workers}
+
+    await _add(client, lb, joiner.url)
+    # Off, no round is ever scheduled (nothing listens for joins); with it on and no debounce, the round
+    # is a task started by the very health verdict that put the joiner in rotation. Give it a moment.
+    await asyncio.sleep(0.3)
+
+    assert [await _lb_rebalance(client, lb, outcome) for outcome in ("ok", "unauthorized", "refused")] == [0, 0, 0]
+    assert {url: await _rebalances(client, url) for url in workers} == before
+
+
+async def test_scale_out_under_overload_a_queued_call_finishes_on_the_new_worker(cluster: LocalCluster) -> None:
+    """One slot, long calls queued behind it; the new worker joining (no operator call) moves them on.
+
+    The new worker is started first and joins once calls are queued, so the test does not depend on
+    how long a worker takes to start on a busy machine.
+    """
+    old = next(iter(cluster.workers))
+    told_before = cluster.worker_metric(old, REBALANCES)
+    new = await asyncio.to_thread(cluster.start_worker)
+    async with AsyncClient(cluster.mcp_url) as mcp:
+        running: list[asyncio.Task[CallResult]] = [
+            asyncio.create_task(mcp.call_tool("count_primes", {"limit": LIMIT, "segment": SEGMENT}))
+            for _ in range(CALLS)
+        ]
+        await asyncio.to_thread(
+            wait_until_sync,
+            lambda: cluster.worker_metric(old, "mrtr_worker_in_flight_requests") >= 2,
+            timeout=60,
+            what="calls queued on the only worker",
+        )
+        await asyncio.to_thread(cluster.join_worker, new)
+        results = await asyncio.gather(*running)
+
+    assert all(done.structured == {"count": primes.KNOWN_COUNTS[LIMIT]} for done in results)
+    finished_on = [done.trace.instances[-1] for done in results]
+    assert new.instance_id in finished_on, [done.trace.instances for done in results]
+    assert cluster.worker_metric(old, REBALANCES) == told_before + 1, "the proxy told the old worker, once"
