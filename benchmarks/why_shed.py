@@ -77,7 +77,9 @@ def options() -> argparse.ArgumentParser:
         help="(b): seconds of load from its start, at least until the calls it caught are done (default 100)",
     )
     p.add_argument(
-        "--no-rebalance", action="store_true", help="(c): do not tell the old instances of the new ones (the old way)"
+        "--no-rebalance",
+        action="store_true",
+        help="the proxy does not tell the old instances of new ones, for the whole run (the old way; matters in (c))",
     )
     p.add_argument("--grace", type=float, default=2.0, help="kill and start over: grace before SIGKILL (default 2)")
     p.add_argument("--drain-timeout", type=float, default=600.0, help="stay: longest wait for a leaving instance")
@@ -126,7 +128,7 @@ def measure(scenarios: list[str], strategies: list[Strategy], sizes: Sizes) -> l
         worker_env=first.worker_env,
         redis=False,
         ready_timeout=300,
-        lb_env=LB_ENV,
+        lb_env=LB_ENV if sizes.rebalance else {**LB_ENV, "MRTR_LB_REBALANCE_ON_JOIN": "false"},
     )
     cluster = LocalCluster(config)
     cells: list[Cell] = []

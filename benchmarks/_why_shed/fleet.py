@@ -14,9 +14,10 @@ proxy and the same load. Workers leave the way the strategy says:
   clients get a 502 and call again from the start (with shedding off there
   is no checkpoint to resume from).
 
-Workers join the same way for every strategy; the operator then tells the
-instances already there (`POST /admin/rebalance`), which moves their queued
-calls on with shedding on and changes nothing with it off.
+Workers join the same way for every strategy; the proxy then tells the
+instances already there (`POST /admin/rebalance`, mrtr_lb's rebalance on
+join), which moves their queued calls on with shedding on and changes
+nothing with it off. `--no-rebalance` starts the proxy with that off.
 
 The waiting is done from outside, by watching the worker's
 `mrtr_worker_in_flight_requests`, so the worker needs no mode of its own:
@@ -127,20 +128,16 @@ class Steps:
             self.sample()
 
 
-def add_workers(
-    cluster: LocalCluster, count: int, strategy: Strategy, version: int = 1, *, rebalance: bool = True
-) -> list[str]:
+def add_workers(cluster: LocalCluster, count: int, strategy: Strategy, version: int = 1) -> list[str]:
     """Start `count` workers at once (start-up is mostly imports: they overlap), each in rotation when ready.
 
-    Then the operator tells the instances that were there (`POST /admin/rebalance`) that capacity was added:
-    with shedding on, the calls queued there for a slot move on, and the round robin takes them to the new
-    ones; with shedding off (stay where you land) the call changes nothing. `rebalance=False`: not told.
+    Each join makes the proxy tell the instances that were there (`POST /admin/rebalance`) that capacity
+    was added: with shedding on, the calls queued there for a slot move on, and the round robin takes them
+    to the new ones; with shedding off (stay where you land) the call changes nothing. Unless the proxy
+    runs with `MRTR_LB_REBALANCE_ON_JOIN=false` (`--no-rebalance`).
     """
-    before = list(cluster.workers.values())
     with ThreadPoolExecutor(count) as pool:
         handles = list(pool.map(lambda _: cluster.add_worker(version, extra_env=strategy.worker_env), range(count)))
-    for handle in before if rebalance else []:
-        httpx.post(f"{handle.url}/admin/rebalance", headers=cluster.admin_headers, timeout=5.0).raise_for_status()
     return [handle.instance_id for handle in handles]
 
 

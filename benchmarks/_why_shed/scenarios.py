@@ -163,7 +163,7 @@ def _scale_out(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) -> Cell:
     with Steps(cluster) as steps:
         with Callers(cluster.mcp_url, sizes.short, sizes.overload) as callers:
             time.sleep(sizes.warmup)  # an overload under way before the new instances come
-            new = add_workers(cluster, 2, strategy, rebalance=sizes.rebalance)
+            new = add_workers(cluster, 2, strategy)
             added_at = time.monotonic()
             time.sleep(sizes.duration)
         executed = steps.executed()

@@ -80,8 +80,11 @@ def _rebalancer(
     if not settings.rebalance_on_join:
         log.info("rebalance on join: off (MRTR_LB_REBALANCE_ON_JOIN=false)")
         return None
-    with_token = "with" if settings.admin_token is not None or settings.admin_token_file is not None else "without"
-    log.info("rebalance on join: on, %s an admin token", with_token)
+    try:
+        token = "with an admin token" if settings.admin_token_text() is not None else "without an admin token"
+    except OSError as exc:  # read again for every round: a secret mounted late still counts
+        token = f"the admin token file is unreadable for now ({exc}); it is read again for each round"
+    log.info("rebalance on join: on, %s", token)
     rebalancer = Rebalancer(
         pool,
         session,

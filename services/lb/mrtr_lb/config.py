@@ -123,8 +123,6 @@ class Settings(BaseSettings):
     def _one_token_source(self) -> Settings:
         if self.admin_token is not None and self.admin_token_file is not None:
             raise ValueError("set MRTR_LB_ADMIN_TOKEN or MRTR_LB_ADMIN_TOKEN_FILE, not both")
-        if self.admin_token_file is not None and not self.admin_token_file.is_file():
-            raise ValueError(f"MRTR_LB_ADMIN_TOKEN_FILE {self.admin_token_file}: no such file")
         return self
 
     def admin_token_text(self) -> str | None:
