@@ -92,6 +92,37 @@ async def _refused_once(client: aiohttp.ClientSession, lb: RunningLB) -> bool:
     return await _lb_rebalance(client, lb, "refused") == 1
 
 
+async def test_joins_close_together_make_one_round_and_a_recovery_is_a_join(
+    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession
+) -> None:
+    workers = [h.url for h in cluster.workers.values()]
+    first, second = await make_backend("first"), await make_backend("second")
+    lb = await make_lb(backends=workers, admin_token=TOKEN, rebalance_debounce=1.0)
+    before = {url: await _rebalances(client, url) for url in workers}
+
+    async with client.post(f"{lb.url}/lb/backends/add", params={"url": first.url}):
+        pass
+    await _add(client, lb, second.url)  # both join within one probe interval (0.05 s) of each other
+
+    async def told(times: int) -> bool:
+        return {url: await _rebalances(client, url) for url in workers} == {u: n + times for u, n in before.items()}
+
+    await wait_until(lambda: told(1), what="one round for both joins")
+    # The joiners are not told of each other: one round went to the workers alone.
+    assert await _lb_rebalance(client, lb, "ok") == len(workers)
+    assert await _lb_rebalance(client, lb, "refused") == 0
+
+    first.ready = False  # out of rotation, then back: capacity appeared again
+
+    async def out_of_rotation() -> bool:
+        return bool((await backend_states(client, lb))[first.url]["state"] == "unhealthy")
+
+    await wait_until(out_of_rotation, what="the stand-in out of rotation")
+    first.ready = True
+    await wait_until(lambda: told(2), what="a second round after the recovery")
+    assert await _lb_rebalance(client, lb, "refused") == 1, "the other stand-in was told too (it has no /admin)"
+
+
 async def test_without_the_token_the_workers_refuse_and_nothing_moves(
     cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession
 ) -> None:
