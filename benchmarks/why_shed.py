@@ -237,7 +237,10 @@ def _targets(cells: list[Cell]) -> list[str]:
 def _told(sizes: Sizes) -> str:
     if not sizes.rebalance:
         return "the old ones not told of them"
-    return "the two old ones then told so, `POST /admin/rebalance`: with shedding on, their queued calls move on"
+    return (
+        "the proxy then telling the two old ones, `POST /admin/rebalance` on join: with shedding on, their queued "
+        "calls move on"
+    )
 
 
 def _seconds(value: float | None, unit: str = " s") -> str:
