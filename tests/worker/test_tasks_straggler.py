@@ -157,18 +157,23 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def _finish_alone(store: TaskStore, alone: TaskRunner) -> dict[str, Any]:
+    """One task that ran fast before, run to its end by `alone`, the only runner; its exact result's meta."""
+    record = replace(_record(), pace=FAST_BEFORE)
+    await store.create(record, max_live=10)
+    await alone.start()
+    try:
+        return _exact(await _finished(store, record.task_id))
+    finally:
+        await alone.stop()
+        await store.close()
+
+
 def test_a_runner_alone_runs_its_slices_to_their_end_however_slow(redis_server: RedisServer) -> None:
     async def scenario() -> None:
         store = _store(redis_server.url, f"straggler-{secrets.token_hex(4)}:")
-        record = replace(_record(), pace=FAST_BEFORE)
-        await store.create(record, max_live=10)
         alone, metrics = _runner(store, "w-alone", Pool(delay=0.05))
-        await alone.start()
-        try:
-            meta = _exact(await _finished(store, record.task_id))
-        finally:
-            await alone.stop()
-            await store.close()
+        meta = await _finish_alone(store, alone)
         assert meta["moves"] == 0
         assert _count(metrics, "straggler") == 0
         assert _count(metrics, "requeued") == meta["slices"] - 1  # every slice ran to its end
@@ -277,15 +282,8 @@ def test_a_runner_as_fast_as_its_peers_does_not_move_a_slice_below_the_task_pace
 def test_a_slow_runner_alone_takes_every_slice_at_once(redis_server: RedisServer) -> None:
     async def scenario() -> None:
         store = _store(redis_server.url, f"straggler-{secrets.token_hex(4)}:")
-        record = replace(_record(), pace=FAST_BEFORE)
-        await store.create(record, max_live=10)
         alone, metrics = await _slow_runner(store, "w-alone")
-        await alone.start()
-        try:
-            meta = _exact(await _finished(store, record.task_id))
-        finally:
-            await alone.stop()
-            await store.close()
+        meta = await _finish_alone(store, alone)
         assert meta["moves"] == 0
         assert _pull_waits(metrics) == 0
 
