@@ -34,7 +34,7 @@ from mrtr_client.trace import CallResult, CallTrace, Hop, Question
 from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
 from mrtr_protocol.rounds import COMPLETE, ERROR, RETRYABLE_STATUSES, TRANSPORT, end_reason, round_hint
 from mrtr_protocol.tasks import TASK_RESULT_TYPE
-from mrtr_protocol.wire import encode_request, request_headers, request_meta
+from mrtr_protocol.wire import request_headers, request_meta
 
 AUTH_STATUSES = frozenset({401, 403})
 _WORKER_ID, _WORKER_VERSION = WORKER_ID_HEADER.lower(), WORKER_VERSION_HEADER.lower()
@@ -124,18 +124,11 @@ def mrtr_loop(
     state: str | None = None
     responses: dict[str, Any] | None = None
     rounds = failures = restarts = 0
+    bodies = _wire.RoundBodies(method, {**params, "_meta": request_meta(capabilities, _wire.CLIENT_INFO)})
+    headers = request_headers(method, params, extra_headers)  # the same every round
     while True:
         request_id = next(ids)
-        call_params: dict[str, Any] = {**params, "_meta": request_meta(capabilities, _wire.CLIENT_INFO)}
-        if responses is not None:
-            call_params["inputResponses"] = responses
-        if state is not None:
-            call_params["requestState"] = state
-        outcome = yield Send(
-            request_id,
-            encode_request(request_id, method, call_params),
-            request_headers(method, call_params, extra_headers),
-        )
+        outcome = yield Send(request_id, bodies.body(request_id, responses, state), dict(headers))
         if isinstance(outcome, Failure) or outcome.status in RETRYABLE_STATUSES:
             failures += 1
             trace.hops.append(_transport_hop(outcome))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from mrtr_client.errors import ProtocolViolation
 from mrtr_protocol import events
+from mrtr_protocol.wire import encode_request
 
 CLIENT_INFO = {"name": "mrtr-client", "version": "0.1.0"}
 """The `clientInfo` every request of this client carries in its `_meta`."""
@@ -29,3 +32,42 @@ def parse_reply(content_type: str, body: bytes, request_id: int) -> dict[str, An
     if not found:
         raise ProtocolViolation("response is not a JSON-RPC object")
     return found[0]
+
+
+class RoundBodies:
+    """The bodies of one request's rounds, byte for byte what `mrtr_protocol.wire.encode_request` makes of them.
+
+    Every round resends the same params and `_meta` with a new id, the answers
+    just gathered and the last `requestState`, so those are encoded once and
+    each round splices in what changed (a hop's body is mostly the state).
+    Params that carry `inputResponses` or `requestState` of their own keep the
+    full encoding, since the round's values then take those keys' places.
+    """
+
+    def __init__(self, method: str, params: Mapping[str, Any]) -> None:
+        self._method, self._params = method, dict(params)
+        self._splice = not (_ROUND_KEYS & self._params.keys())
+        self._head = b'{"jsonrpc": "2.0", "id": '
+        self._middle = f', "method": {json.dumps(method)}, "params": {json.dumps(self._params)[:-1]}'.encode()
+
+    def body(self, request_id: int, responses: Mapping[str, Any] | None, state: str | None) -> bytes:
+        if not self._splice:
+            return encode_request(request_id, self._method, self.params(responses, state))
+        tail = ""
+        if responses is not None:
+            tail += f', "inputResponses": {json.dumps(responses)}'
+        if state is not None:
+            tail += f', "requestState": {json.dumps(state)}'
+        return b"%s%s%s%s}}" % (self._head, json.dumps(request_id).encode(), self._middle, tail.encode())
+
+    def params(self, responses: Mapping[str, Any] | None, state: str | None) -> dict[str, Any]:
+        """The round's params as a dict (what the body encodes)."""
+        call_params = dict(self._params)
+        if responses is not None:
+            call_params["inputResponses"] = responses
+        if state is not None:
+            call_params["requestState"] = state
+        return call_params
+
+
+_ROUND_KEYS = frozenset({"inputResponses", "requestState"})

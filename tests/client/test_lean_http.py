@@ -105,10 +105,10 @@ def test_an_interrupt_mid_exchange_never_leaves_the_connection_for_reuse(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr("http.client.HTTPConnection.getresponse", interrupted)
+        patch.setattr("mrtr_client._http1.ReplyReader.read", interrupted)
         with pytest.raises(KeyboardInterrupt):
             lean.post(b'{"a":1}', {"Content-Type": "application/json"})
-    assert lean._conn is None
+    assert lean._sock is None
     status, _, body = lean.post(b'{"a":2}', {"Content-Type": "application/json"})
     assert (status, body) == (200, REPLY)
     assert server.connections == 2
