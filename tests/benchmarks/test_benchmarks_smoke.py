@@ -16,8 +16,10 @@ HANG_GUARD_SECONDS = 900
 """Only against a hang: with two CPU hogs beside the suite, starting their clusters took over 180 s."""
 
 SMOKE = {
-    "hop_cost": ["--duration", "1", "--workers", "1"],  # three clusters (one per schedule): one worker each, not two
-    "proxy": ["--duration", "0.2", "--no-install"],
+    # three clusters (one per schedule): one worker each, not two; duration 0 is exactly one measured round
+    "hop_cost": ["--duration", "0", "--workers", "1"],
+    # two rounds, not six: both cell orders (the odd rounds reverse it), at a third of the time (the run's long pole)
+    "proxy": ["--duration", "0.2", "--no-install", "--rounds", "2"],
     "tasks": [
         *("--duration", "0.3", "--warmup", "0", "--latency", "0.5", "--callers", "2", "--limit", "5000000"),
         *("--recoveries", "1", "--lease-ms", "1000", "--slice-ms", "250"),
