@@ -27,6 +27,7 @@ from mrtr_worker.admin import admin_router
 from mrtr_worker.auth import JwtVerifier, authenticate
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
+from mrtr_worker.fast_resume import FastResume
 from mrtr_worker.front_door import FrontDoor
 from mrtr_worker.headers import InstanceHeaders
 from mrtr_worker.keyring import KeyRing
@@ -35,7 +36,7 @@ from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.modern_only import ModernOnly
 from mrtr_worker.quiet_calls import QuietCalls, QuietTools
 from mrtr_worker.rounds import WorkerInstance
-from mrtr_worker.server import build_mcp_server
+from mrtr_worker.server import build_mcp_server, tracing_configured
 from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.state_layout import StateLayout
 from mrtr_worker.tasks.push import TaskPush
@@ -185,6 +186,20 @@ def _token_verifier(settings: WorkerSettings) -> JwtVerifier | None:
     )
 
 
+def _fast_resume(worker: Worker, quiet: QuietTools) -> FastResume | None:
+    """The resume fast path, unless the settings turn it off or tracing is on (every request then gets its span)."""
+    if not worker.settings.fast_resume or tracing_configured():
+        return None
+    return FastResume.build(
+        worker.mcp,
+        worker.mcp.session_manager,
+        worker.codec,
+        quiet.silent,
+        max_body_bytes=worker.settings.max_body_bytes,
+        registry=worker.metrics.registry,
+    )
+
+
 def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FrontDoor:
     """Build the ASGI app of one worker; `ring` defaults to the one the settings name.
 
@@ -264,8 +279,9 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FrontDo
     app.mount("/", authenticated_mcp)  # after the host routes, so they match first (odd paths: the SDK's 404s)
     app.add_middleware(InstanceHeaders, instance_id=worker.identity.instance_id, version=worker.identity.version)
     # The hot path: `/mcp` skips FastAPI and the SDK's Starlette wrapper (see `front_door`).
+    quiet = worker.quiet or QuietTools()
     fast_mcp = authenticate(
-        ModernOnly(QuietCalls(worker.mcp.session_manager, worker.quiet or QuietTools())),
+        ModernOnly(QuietCalls(worker.mcp.session_manager, quiet, _fast_resume(worker, quiet))),
         verifier,
         allow_anonymous=settings.allow_anonymous,
         required_scopes=settings.required_scopes,

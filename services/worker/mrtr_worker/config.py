@@ -73,6 +73,12 @@ class WorkerSettings(BaseSettings):
     max_answer_bytes: int = Field(default=16 * 1024, ge=256)
     """Size of one answer (JSON); a form or a sampled text is far smaller."""
 
+    fast_resume: bool = True
+    """Serve a computation's resumed round (`tools/call` with only its `requestState`) on the resume fast path
+    (`mrtr_worker.fast_resume`): the same checks and answer without the SDK's generic dispatch, about a third of
+    a hop's worker CPU. Anything unusual still takes the SDK's path; off (`MRTR_WORKER_FAST_RESUME=false`)
+    sends every request there, for comparison."""
+
     tool_packs: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["demo", "compute"])
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]

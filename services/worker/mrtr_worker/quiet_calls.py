@@ -28,17 +28,24 @@ request that accepts event streams takes this path (the SDK's streaming mode
 refuses the others with 406, and still does). Everything else (the conformance
 pack's progress, `subscriptions/listen`) keeps the SDK's manager and its event
 streams.
+
+A silent tool's resumed round (a retry carrying its `requestState` and nothing else)
+may take the resume fast path (`mrtr_worker.fast_resume`) inside the same deferral:
+it serves the plain case itself and replays anything else into the SDK's handler.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 from mcp.server import _streamable_http_modern as sdk_http
 from mcp.server._streamable_http_modern import handle_modern_request
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from starlette.types import Message, Receive, Scope, Send
+
+from mrtr_worker.fast_resume import FastResume
 
 _METHOD_HEADER = b"mcp-method"
 _NAME_HEADER = b"mcp-name"
@@ -72,17 +79,20 @@ class QuietCalls:
     lifespan state: the same handler the manager would call, asked to answer JSON.
     """
 
-    def __init__(self, manager: StreamableHTTPSessionManager, tools: QuietTools) -> None:
+    def __init__(
+        self, manager: StreamableHTTPSessionManager, tools: QuietTools, fast: FastResume | None = None
+    ) -> None:
         self._manager = manager
         self._tools = tools
         self._default = StreamableHTTPASGIApp(manager)
+        self._fast = fast
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = self._path(scope["headers"]) if scope["method"] == "POST" else None
         if path == "quiet":
             await self._json(scope, receive, send)
         elif path == "silent":
-            await self._silent(scope, receive, send)
+            await self._silent(scope, receive, send, self._json if self._fast is None else self._fast_resume)
         else:
             await self._default(scope, receive, send)
 
@@ -91,7 +101,17 @@ class QuietCalls:
         state = m._lifespan_state  # set by the manager's run(), which the worker's lifespan enters
         await handle_modern_request(m.app, m.security_settings, True, state, scope, receive, send)
 
-    async def _silent(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _fast_resume(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._fast is not None
+        await self._fast.serve(scope, receive, send, self._json)
+
+    async def _silent(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        serve: Callable[[Scope, Receive, Send], Awaitable[None]] | None = None,
+    ) -> None:
         """The SDK's deferral for a handler that never notifies: JSON in the window, else pings, then the event."""
         reply: list[Message] = []
         watcher: asyncio.Task[None] | None = None
@@ -112,7 +132,7 @@ class QuietCalls:
                 watcher = asyncio.ensure_future(watch())
             return message
 
-        handler = asyncio.ensure_future(self._json(scope, reading, capture))
+        handler = asyncio.ensure_future((serve or self._json)(scope, reading, capture))
         try:
             interval = sdk_http._SSE_PING_INTERVAL
             done, _ = await asyncio.wait((handler,), timeout=interval)

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from mcp.server.mcpserver import Context
 from mcp_types import ClientCapabilities, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -28,6 +27,32 @@ from mrtr_protocol.rounds import ROUND_META_KEY, EndOfRound
 from mrtr_worker.capabilities import need_of, require
 from mrtr_worker.inputs import InputRequestWire
 from mrtr_worker.state_layout import StateLayout
+
+
+class RoundSource(Protocol):
+    """What a round reads of its request: the SDK's `Context`, or the resume fast path's `RoundContext`."""
+
+    @property
+    def client_capabilities(self) -> ClientCapabilities | None: ...
+
+    @property
+    def input_responses(self) -> Mapping[str, Any] | None: ...
+
+    @property
+    def protocol_version(self) -> str | None: ...
+
+    @property
+    def request_state(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """A round's request without the SDK's per-request context (`mrtr_worker.fast_resume` builds it)."""
+
+    client_capabilities: ClientCapabilities | None
+    input_responses: Mapping[str, Any] | None
+    protocol_version: str | None
+    request_state: str | None
 
 
 @dataclass(frozen=True)
@@ -42,7 +67,7 @@ class WorkerInstance:
 class Round:
     """The handler's view of one round: prior data, answers, capabilities."""
 
-    def __init__(self, ctx: Context[Any, Any], identity: WorkerInstance) -> None:
+    def __init__(self, ctx: RoundSource, identity: WorkerInstance) -> None:
         self.identity = identity
         self.capabilities: ClientCapabilities | None = ctx.client_capabilities
         self.responses: Mapping[str, Any] = ctx.input_responses or {}

@@ -63,6 +63,13 @@ class FleetStateCodec:
         return token
 
     def unseal(self, token: str) -> bytes:
+        name, payload = self.open(token)
+        self.opened(name)
+        return payload
+
+    def open(self, token: str) -> tuple[str, bytes]:
+        """Unseal without counting: (the key that opened it, the payload). The worker's resume fast path
+        opens first and counts (`opened`) only once it serves the request, so a fallback is not counted twice."""
         if len(token) > self._max_token_bytes:
             raise InvalidRequestState(OVERSIZED)
         for name, opener in self._ring.openers:
@@ -72,6 +79,9 @@ class FleetStateCodec:
                 if str(exc) == _UNKNOWN_KEY:
                     continue  # a token names its key; try the next one in the ring
                 raise
-            self._observe("opened", name)
-            return payload
+            return name, payload
         raise InvalidRequestState(_UNKNOWN_KEY)
+
+    def opened(self, key: str) -> None:
+        """Count one successful unseal under `key`."""
+        self._observe("opened", key)
