@@ -18,6 +18,7 @@ from mrtr_worker.app import create_app
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.draining_server import DrainingServer
 from mrtr_worker.keyring import KeyRing, KeyRingError
+from mrtr_worker.one_write import OneWriteProtocol
 
 
 def _config_error(message: str) -> int:
@@ -55,6 +56,7 @@ def main() -> int:
         log_level=settings.log_level.lower(),
         access_log=False,
         timeout_graceful_shutdown=settings.drain_timeout_seconds,
+        http=OneWriteProtocol,  # a response's head and body in one write (mrtr_worker.one_write)
     )
     server = DrainingServer(config, app.state.worker)
     server.run()  # a signal that stopped it is raised again on the way out, ending the process there
