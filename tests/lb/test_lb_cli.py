@@ -12,7 +12,7 @@ import sys
 import aiohttp
 import pytest
 
-from .standin import MakeBackend, jsonrpc_body
+from .standin import MakeBackend, jsonrpc_body, wait_until
 
 pytestmark = pytest.mark.slow  # starts the proxy as a process
 
@@ -100,3 +100,79 @@ def test_bad_config_is_one_line_and_exit_2(args: list[str], env: dict[str, str],
     assert lines[0].startswith("mrtr-lb: ")
     assert needle in lines[0]
     assert result.stdout == ""
+
+
+async def _refused(url: str) -> bool:
+    """The listener is closed (the proxy began its graceful stop)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    try:
+        _, writer = await asyncio.open_connection(host, int(port))
+    except ConnectionRefusedError:
+        return True
+    writer.close()
+    return False
+
+
+async def test_lean_cli_writes_every_access_line_at_sigterm(
+    make_backend: MakeBackend, client: aiohttp.ClientSession
+) -> None:
+    """The lean CLI gathers access-log lines in memory and writes them on a timer (here too slow to fire):
+    at SIGTERM every line is written, also that of a request that ends during the graceful stop."""
+    backend = await make_backend("w")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "mrtr_lb",
+        "--port",
+        "0",
+        "--backends",
+        backend.url,
+        env=clean_env(MRTR_LB_ENGINE="lean", MRTR_LB_SHUTDOWN_TIMEOUT="20", MRTR_LB_LOG_FLUSH_INTERVAL="600"),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    stderr = proc.stderr
+
+    async def line_with(needle: str) -> str:
+        while True:
+            line = (await asyncio.wait_for(stderr.readline(), WAIT)).decode()
+            assert line, f"process ended before writing {needle!r}"
+            if needle in line:
+                return line
+
+    try:
+        match = re.search(r"listening on (http://127\.0\.0\.1:\d+)", await line_with("listening on"))
+        assert match is not None
+        url = match.group(1)
+
+        async def call(name: str, **headers: str) -> None:
+            async with client.post(f"{url}/mcp", data=jsonrpc_body(), headers={"Mcp-Name": name, **headers}) as resp:
+                assert resp.status == 200
+
+        names = [f"t{n}" for n in range(40)]
+        for name in names:
+            await call(name)
+        held = asyncio.ensure_future(call("held", **{"X-Test-Mode": "hold"}))
+        await wait_until(lambda: _async(backend.holding == 1), what="the held request at the backend")
+        proc.send_signal(signal.SIGTERM)
+        await wait_until(lambda: _refused(url), what="the proxy to stop accepting")
+        backend.release.set()  # it ends during the graceful stop: its line is written just before exit
+        await asyncio.wait_for(held, WAIT)
+        assert await asyncio.wait_for(proc.wait(), WAIT) == 0
+        rest = (await stderr.read()).decode()
+        access = re.compile(
+            r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO mrtr_lb\.access: POST /mcp mcp_method=- mcp_name=(\S+) "
+            rf"backend={re.escape(backend.url)} status=200 duration_ms=\d+\.\d "
+            r"retried=no attempts=1 result=ok worker=w$",
+            re.MULTILINE,
+        )
+        assert access.findall(rest) == [*names, "held"], rest  # every line, in the order the requests ended
+    finally:
+        backend.release.set()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def _async(value: bool) -> bool:
+    return value

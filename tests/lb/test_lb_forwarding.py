@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -165,6 +166,15 @@ async def test_headers_pass_through_without_hop_by_hop(
     assert "cookie" not in seen  # the proxy keeps no cookie jar between clients
 
 
+def access_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "mrtr_lb.access"]
+
+
+def access_pattern(method: str, path: str, mcp_method: str, mcp_name: str, rest: str) -> str:
+    """One access-log line, every field in its place (what operators' parsers rely on)."""
+    return f"{method} {re.escape(path)} mcp_method={re.escape(mcp_method)} mcp_name={re.escape(mcp_name)} {rest}"
+
+
 async def test_access_log_line(
     make_backend: MakeBackend,
     make_lb: MakeLB,
@@ -179,16 +189,41 @@ async def test_access_log_line(
     async with client.post(f"{lb.url}/mcp", data=jsonrpc_body(), headers=headers) as resp:
         await resp.read()
 
-    lines = [r.getMessage() for r in caplog.records if r.name == "mrtr_lb.access"]
-    assert len(lines) == 1
-    line = lines[0]
-    assert "\n" not in line
-    assert line.startswith("POST /mcp ")
-    assert 'mcp_method=tools/call mcp_name="slow add"' in line
-    assert f"backend={backend.url} status=200 " in line
-    assert "retried=no" in line
-    assert "worker=w" in line
-    assert "duration_ms=" in line
+    [line] = access_lines(caplog)
+    ok = rf"backend={re.escape(backend.url)} status=200 duration_ms=\d+\.\d retried=no attempts=1 result=ok worker=w"
+    assert re.fullmatch(access_pattern("POST", "/mcp", "tools/call", '"slow add"', ok), line), line
+
+
+async def test_access_log_fields_are_each_requests_own_on_a_reused_connection(
+    make_backend: MakeBackend, make_lb: MakeLB, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lean engine keeps a line's start with the header block a connection's requests reuse: a request
+    whose tool, method or path differs, or that never reached a backend, still gets its own fields."""
+    backend = await make_backend("w")
+    lb = await make_lb(backends=[backend.url], proxy_paths=["/mcp", "/other"], max_body_size=1024)
+    caplog.set_level(logging.INFO, logger="mrtr_lb.access")
+    to = rf"backend={re.escape(backend.url)}"
+    ok = rf"{to} status=200 duration_ms=\d+\.\d retried=no attempts=1 result=ok worker=w"
+    not_found = rf"{to} status=404 duration_ms=\d+\.\d retried=no attempts=1 result=ok worker=-"  # the stand-in's
+    too_large = r"backend=- status=413 duration_ms=\d+\.\d retried=no attempts=0 result=rejected worker=-"
+    sent = [
+        ("POST", "/mcp", "echo", jsonrpc_body(), ok),
+        ("POST", "/mcp", "echo", jsonrpc_body(), ok),
+        ("POST", "/mcp", "add", jsonrpc_body(), ok),
+        ("POST", "/other", "add", jsonrpc_body(), not_found),
+        ("PUT", "/other", "add", jsonrpc_body(), not_found),
+        ("POST", "/mcp", "add", b"x" * 2048, too_large),  # never sent to a backend
+        ("POST", "/mcp", "echo", jsonrpc_body(), ok),
+    ]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as one_connection:
+        for method, path, name, body, _ in sent:
+            headers = {"Mcp-Method": "tools/call", "Mcp-Name": name}
+            async with one_connection.request(method, f"{lb.url}{path}", data=body, headers=headers) as resp:
+                await resp.read()
+    lines = access_lines(caplog)
+    assert len(lines) == len(sent), lines
+    for line, (method, path, name, _, rest) in zip(lines, sent, strict=True):
+        assert re.fullmatch(access_pattern(method, path, "tools/call", name, rest), line), line
 
 
 async def test_client_leaving_an_sse_stream_frees_the_upstream(

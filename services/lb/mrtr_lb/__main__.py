@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
             serving = serve_until_signalled(settings)
-            runner.run(serving if batched is None else flushing(batched, serving))
+            runner.run(serving if batched is None else flushing(batched, serving, settings.log_flush_interval))
     except OSError as exc:  # e.g. the port is taken
         _die(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
     except KeyboardInterrupt:

@@ -73,6 +73,8 @@ class Settings(BaseSettings):
     retry_after: int = Field(default=1, ge=0)
     shutdown_timeout: float = Field(default=5.0, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_flush_interval: float = Field(default=0.2, gt=0)
+    """Seconds the lean CLI lets log lines gather before writing them (also at exit, and at once for a warning)."""
     engine: Literal["aiohttp", "lean"] = "lean"
     """Which code moves the bytes: aiohttp (server + client) or the lean asyncio/httptools path on uvloop."""
     proxy_paths: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["/mcp"])

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from .backends import Backend
 from .lean_http import ClientConnection, LeanRequest
 from .lean_upstream import UpstreamConnection, connection_tokens, header_value, split_head
-from .proxy import HOP_BY_HOP, Outcome, access_log, describe, log_access
+from .proxy import HOP_BY_HOP, Outcome, access_log, describe, emit_access
+from .proxy import access_head as log_head
 
 if TYPE_CHECKING:
     from .lean_proxy import LeanProxy
@@ -30,6 +31,17 @@ _HOP = frozenset(name.encode() for name in HOP_BY_HOP)
 _NO_BODY_STATUS = frozenset({204, 304})
 _HOP_LINE = re.compile(b"\r\n(?:%s)[ \t]*:" % b"|".join(re.escape(name) for name in sorted(_HOP)))
 """A hop-by-hop header line in a lower-cased head: such a head is rebuilt, any other passed on as it is."""
+
+
+def access_head(req: LeanRequest, path: str, backend: str) -> str:
+    """The access-log line's start (:func:`proxy.access_head`), kept on the header block ``req`` went out with."""
+    entry = req.sent_with
+    if entry is None or entry.backend is not backend:  # never sent (rejected, no backend): look the fields up
+        return log_head(req.method, path, req.text(b"mcp-method"), req.text(b"mcp-name"), backend)
+    if entry.log_method is not req.method or entry.log_path is not path:
+        entry.log_head = log_head(req.method, path, req.text(b"mcp-method"), req.text(b"mcp-name"), backend)
+        entry.log_method, entry.log_path = req.method, path
+    return entry.log_head
 
 
 class Forward:
@@ -190,7 +202,7 @@ class Forward:
         elapsed = time.perf_counter() - self._started
         self._proxy.metrics.count_response(out.status, elapsed)
         if access_log.isEnabledFor(logging.INFO):  # the quiet proxy does not even look at the MCP headers
-            log_access(req.method, self._path, req.text(b"mcp-method"), req.text(b"mcp-name"), out, elapsed)
+            emit_access(access_head(req, self._path, out.backend), out, elapsed)
         client.done(req)
 
     # -- ends from outside

@@ -13,12 +13,15 @@ import collections
 import http
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import unquote
 
 import httptools
 
 from .lean_upstream import Headers, UpstreamConnection
+
+if TYPE_CHECKING:
+    from .lean_proxy import HeaderBlock
 
 log = logging.getLogger("mrtr_lb.lean")
 
@@ -26,7 +29,18 @@ log = logging.getLogger("mrtr_lb.lean")
 class LeanRequest:
     """One parsed client request (header names and values as the client sent them, but ``Content-Length``)."""
 
-    __slots__ = ("_lower", "_split", "body", "headers", "http11", "keep_alive", "method", "reject", "target")
+    __slots__ = (
+        "_lower",
+        "_split",
+        "body",
+        "headers",
+        "http11",
+        "keep_alive",
+        "method",
+        "reject",
+        "sent_with",
+        "target",
+    )
 
     def __init__(
         self, method: str, target: bytes, headers: Headers, keep_alive: bool, http11: bool, body: bytes = b""
@@ -41,6 +55,8 @@ class LeanRequest:
         """Answer this status and message instead (size limit, bad framing); the connection closes after."""
         self._lower: dict[bytes, bytes] | None = None
         self._split: tuple[bytes, bytes] | None = None
+        self.sent_with: HeaderBlock | None = None
+        """The header block this request went upstream with (set by ``lean_proxy.upstream_request``)."""
 
     def lowered(self) -> dict[bytes, bytes]:
         """Headers by lower-case name (the last one wins), built once."""
@@ -169,7 +185,7 @@ class ClientConnection(asyncio.Protocol):
         """What runs the current request (set by the dispatcher), told if the client leaves."""
         self.upstream: UpstreamConnection | None = None
         """The backend connection whose response is streaming here (flow control follows it)."""
-        self.upstream_heads: dict[tuple[str, tuple[tuple[bytes, bytes], ...]], bytes] = {}
+        self.upstream_heads: dict[tuple[str, tuple[tuple[bytes, bytes], ...]], HeaderBlock] = {}
         """Upstream header blocks by (backend, the request's headers): see ``lean_proxy.upstream_request``."""
         self.writing_paused = False
         self.gone = False

@@ -34,6 +34,23 @@ HEAD_CACHE_SIZE = 16
 """Header blocks kept per client connection (a few tools and methods; requests that vary every time miss)."""
 
 
+class HeaderBlock:
+    """The upstream header lines built for one (backend, request headers) and what else they determine.
+
+    Kept on the client connection: the access-log line's start (method, path, MCP fields, backend) is
+    made from it once and reused while the method and path repeat, so a line costs no header lookup.
+    """
+
+    __slots__ = ("backend", "block", "log_head", "log_method", "log_path")
+
+    def __init__(self, backend: str, block: bytes) -> None:
+        self.backend = backend
+        self.block = block
+        self.log_head = ""
+        self.log_method: str | None = None
+        self.log_path: str | None = None
+
+
 def upstream_request(req: LeanRequest, backend: Backend, client: ClientConnection) -> bytes:
     """The request as the backend gets it: end-to-end headers, X-Forwarded-*, a recomputed length.
 
@@ -42,16 +59,17 @@ def upstream_request(req: LeanRequest, backend: Backend, client: ClientConnectio
     """
     key = (backend.url, tuple(req.headers))
     blocks = client.upstream_heads
-    block = blocks.get(key)
-    if block is None:
-        block = header_block(req, backend, client.remote)
+    entry = blocks.get(key)
+    if entry is None:
+        entry = HeaderBlock(backend.url, header_block(req, backend, client.remote))
         if len(blocks) < HEAD_CACHE_SIZE:
-            blocks[key] = block
+            blocks[key] = entry
+    req.sent_with = entry
     path, query = req.path_and_query
     body = req.body
     length = b"Content-Length: %d\r\n\r\n" % len(body) if body or req.method in BODY_METHODS else b"\r\n"
     target = path + b"?" + query if query else path
-    return b"".join((req.method.encode(), b" ", target, b" HTTP/1.1\r\n", block, length, body))
+    return b"".join((req.method.encode(), b" ", target, b" HTTP/1.1\r\n", entry.block, length, body))
 
 
 def header_block(req: LeanRequest, backend: Backend, remote: str) -> bytes:

@@ -1,55 +1,98 @@
-"""Log lines written in batches: the lean engine's access log without a write per request.
+"""Log lines gathered in memory and written in batches: the lean engine's access log without a write per request.
 
-The standard StreamHandler flushes after every record, one ``write`` system
-call per access-log line: as much as forwarding the request itself costs.
-This handler lets lines gather in the stream's buffer and flushes them every
-``interval`` seconds (and on close), so a line reaches the log at most that
-late.
+The standard StreamHandler writes and flushes after every record, one
+``write`` system call per access-log line: as much as forwarding the request
+itself costs. Here a line is appended to a list (a TextIOWrapper's ``write``
+costs several times that) and the list is written to stderr in one system
+call every ``interval`` seconds, when it grows past ``max_lines``, and at
+exit: a line reaches the log at most ``interval`` late and none is lost when
+the process stops (:func:`flushing`
+writes the rest when the server's coroutine ends, after open requests
+finished, and ``logging.shutdown`` at interpreter exit closes the handler,
+which writes anything left). Only the access log's lines wait: anything else
+the proxy logs (start-up, a backend's health, errors) is rare and written at
+once, after the lines before it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
+import contextlib
 import logging
+import os
+import select
 import sys
 import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+_NO_LOCK = contextlib.nullcontext()
+
+LINE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+_MILLIS = [f",{ms:03d}" for ms in range(1000)]
+"""The ``,mmm`` part of a timestamp by millisecond: a list index instead of a format per line."""
 
 
-class BatchedStreamHandler(logging.StreamHandler[io.TextIOWrapper]):
-    """A StreamHandler over a buffered copy of stderr that flushes only when told to."""
+class BatchedStreamHandler(logging.Handler):
+    """A handler that gathers formatted lines in memory and writes them to stderr when told to.
 
-    def __init__(self, buffer_size: int = 64 * 1024) -> None:
-        raw = io.FileIO(sys.stderr.fileno(), "w", closefd=False)
-        super().__init__(io.TextIOWrapper(io.BufferedWriter(raw, buffer_size), encoding="utf-8", errors="replace"))
+    Records of the ``batched`` logger below WARNING wait for :meth:`flush`; any other record is written at once.
+    """
+
+    def __init__(self, fd: int | None = None, max_lines: int = 4096, batched: str = "mrtr_lb.access") -> None:
+        super().__init__()
+        self.fd = sys.stderr.fileno() if fd is None else fd
+        self.max_lines = max_lines
+        self.batched = batched
+        self.lines: list[str] = []
+        """Lines not written yet, each ending in a newline (appended by :meth:`emit` and :class:`DirectLines`)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.append(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
+            return
+        if record.name != self.batched or record.levelno >= logging.WARNING or len(self.lines) >= self.max_lines:
+            self.flush()
 
     def flush(self) -> None:
-        """Called after every record by ``emit``: deliberately nothing (see :meth:`flush_now`)."""
-
-    def flush_now(self) -> None:
-        with self.lock or _NoLock():
-            self.stream.flush()
+        """Write every gathered line in one go (blocking: a line is never dropped to keep the loop going)."""
+        if not self.lines:
+            return
+        with self.lock or _NO_LOCK:  # a record from another thread goes through ``handle``, which holds it
+            data = "".join(self.lines).encode("utf-8", "replace")
+            self.lines.clear()
+            view = memoryview(data)
+            while view:
+                try:
+                    view = view[os.write(self.fd, view) :]
+                except BlockingIOError:  # stderr set non-blocking by someone else: wait until it takes more
+                    select.select([], [self.fd], [])
+                except OSError:  # stderr gone (a closed pipe): nothing can be done about these lines
+                    return
 
     def close(self) -> None:
-        self.flush_now()
+        self.flush()
         super().close()
 
 
 class DirectLines:
-    """Access-log lines formatted and written straight to a batched handler's stream.
+    """Access-log lines formatted and appended straight to a batched handler's lines.
 
     The same text as the root formatter's ``%(asctime)s %(levelname)s %(name)s: %(message)s``,
     without a LogRecord, the handler chain and a strftime per line (the
-    timestamp's seconds are formatted once per second): half the log's cost.
-    Only for a logger whose lines would reach nothing but ``handler``.
+    timestamp's seconds are formatted once per second, its milliseconds
+    looked up). Only for a logger whose lines would reach nothing but ``handler``.
     """
 
     def __init__(self, handler: BatchedStreamHandler, logger: logging.Logger) -> None:
-        self._write = handler.stream.write
+        self._handler = handler
+        self._lines = handler.lines
+        self._append = handler.lines.append
+        self._max = handler.max_lines
         self._prefix = f" INFO {logger.name}: "
         self._second = -1
         self._stamp = ""
@@ -59,7 +102,9 @@ class DirectLines:
         second = int(now)
         if second != self._second:
             self._second, self._stamp = second, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-        self._write(f"{self._stamp},{int((now - second) * 1000):03d}{self._prefix}{message}\n")
+        self._append(f"{self._stamp}{_MILLIS[int((now - second) * 1000)]}{self._prefix}{message}\n")
+        if len(self._lines) >= self._max:
+            self._handler.flush()
 
 
 def direct_lines(handler: BatchedStreamHandler, logger: logging.Logger) -> DirectLines | None:
@@ -73,28 +118,17 @@ def direct_lines(handler: BatchedStreamHandler, logger: logging.Logger) -> Direc
     return DirectLines(handler, logger)
 
 
-LINE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *args: object) -> None:
-        return None
-
-
 async def flushing(handler: BatchedStreamHandler, main: Coroutine[Any, Any, T], interval: float = 0.2) -> T:
-    """Run ``main`` while flushing ``handler`` every ``interval`` seconds, and once more at the end."""
+    """Run ``main`` while flushing ``handler`` every ``interval`` seconds, and once more when it ends."""
 
     async def loop() -> None:
         while True:
             await asyncio.sleep(interval)
-            handler.flush_now()
+            handler.flush()
 
     flusher = asyncio.create_task(loop(), name="log flush")
     try:
         return await main
     finally:
         flusher.cancel()
-        handler.flush_now()
+        handler.flush()

@@ -368,24 +368,29 @@ def log_access(
     method: str, path: str, mcp_method: str | None, mcp_name: str | None, out: Outcome, elapsed: float
 ) -> None:
     """The access-log line of a finished request (call only when ``access_log`` is enabled for INFO)."""
-    args = (
-        method,
-        _field(path),
-        _field(mcp_method),
-        _field(mcp_name),
-        out.backend,
-        out.status,
-        elapsed * 1000,
-        "yes" if out.attempts > 1 else "no",
-        out.attempts,
-        out.result,
-        _field(out.worker),
+    emit_access(access_head(method, path, mcp_method, mcp_name, out.backend), out, elapsed)
+
+
+def access_head(method: str, path: str, mcp_method: str | None, mcp_name: str | None, backend: str) -> str:
+    """An access-log line up to ``status=``: the part a client's requests repeat (the lean engine keeps it)."""
+    mcp = f"mcp_method={_field(mcp_method)} mcp_name={_field(mcp_name)}"
+    return f"{method} {_field(path)} {mcp} backend={backend} status="
+
+
+def emit_access(head: str, out: Outcome, elapsed: float) -> None:
+    """Finish the line that :func:`access_head` began with what varies per request, and log it.
+
+    One f-string: ``%`` formatting of an argument tuple cost as much again.
+    """
+    message = (
+        f"{head}{out.status} duration_ms={elapsed * 1000:.1f} retried={'yes' if out.attempts > 1 else 'no'} "
+        f"attempts={out.attempts} result={out.result} worker={_field(out.worker)}"
     )
     if _direct is not None:
-        _direct(_ACCESS_FORMAT % args)
+        _direct(message)
         return
     # makeRecord + handle: the same record as .info() makes, without walking the stack for the caller.
-    access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, __file__, 0, _ACCESS_FORMAT, args, None))
+    access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, __file__, 0, message, (), None))
 
 
 _direct: Callable[[str], None] | None = None
@@ -395,11 +400,6 @@ def direct_access_lines(writer: Callable[[str], None] | None) -> None:
     """Write access-log lines with ``writer`` instead of through logging (the lean CLI's batched stderr)."""
     global _direct
     _direct = writer
-
-
-_ACCESS_FORMAT = (
-    "%s %s mcp_method=%s mcp_name=%s backend=%s status=%d duration_ms=%.1f retried=%s attempts=%d result=%s worker=%s"
-)
 
 
 _NEEDS_QUOTES = re.compile(r'[\s"\\=]')
