@@ -44,10 +44,17 @@ class SwapBetweenRounds(ScriptedInputs):
         return super().answer(key, request)
 
 
+SHORT_SLICES = {"MRTR_WORKER_MAX_SLICE_MS": "200", "MRTR_WORKER_MIN_SLICE_MS": "0"}
+"""So a computation hands back after every few steps (the login scenarios compute nothing: slices do not touch them)."""
+
+
 @pytest.fixture(scope="module")
 def one_worker(make_cluster: MakeCluster) -> LocalCluster:
-    """One proxy over one worker, shared by the login scenarios: each swaps the worker out between rounds anyway."""
-    return make_cluster(workers=1, versions=(1,))
+    """One proxy over one worker, shared by the version-skew scenarios: each swaps the worker out between rounds anyway.
+
+    The tests run in the order that needs the fewest swaps: each starts on the version the one before ended on.
+    """
+    return make_cluster(workers=1, versions=(1,), worker_env=dict(SHORT_SLICES))
 
 
 def _served_by(cluster: LocalCluster, version: int) -> LocalCluster:
@@ -69,22 +76,8 @@ def test_the_login_scenario_through_v1_v2_and_v1_again_asks_nothing_twice(one_wo
     assert done.structured == {"linked": {"github_login": "github", "google_login": "google"}}
 
 
-def test_the_login_scenario_through_v2_v1_and_v2_again_collects_all_three(one_worker: LocalCluster) -> None:
-    cluster = _served_by(one_worker, 2)
-    with Client(cluster.mcp_url, SwapBetweenRounds(cluster, [1, 2])) as client:
-        done = client.call_tool("link_accounts")
-    assert [hop.version for hop in done.trace.hops] == ["2", "1", "2", "2"]
-    assert [q.key for q in done.trace.questions] == ["github_login", "google_login", "microsoft_login"]
-    assert done.trace.reasked == []
-    assert done.structured == {"linked": {key: value["name"] for key, value in LOGINS.items()}}
-
-
-def test_a_computation_through_v1_v2_and_v1_again_is_exact_and_keeps_unknown_fields(
-    make_cluster: MakeCluster,
-) -> None:
-    cluster = make_cluster(
-        workers=1, versions=(1,), worker_env={"MRTR_WORKER_MAX_SLICE_MS": "200", "MRTR_WORKER_MIN_SLICE_MS": "0"}
-    )
+def test_a_computation_through_v1_v2_and_v1_again_is_exact_and_keeps_unknown_fields(one_worker: LocalCluster) -> None:
+    cluster = _served_by(one_worker, 1)
     codec = AESGCMRequestStateCodec(KeyRing.parse(cluster.keyring_file.read_text()).sealing_order())
     swaps = [2, 1]
     states: list[dict[str, Any]] = []
@@ -115,6 +108,16 @@ def test_a_computation_through_v1_v2_and_v1_again_is_exact_and_keeps_unknown_fie
     assert "sealed_at" not in states[0]  # written by v1
     assert "sealed_at" in states[1]  # v2 stamps a field v1 does not know...
     assert states[2]["sealed_at"] == states[1]["sealed_at"]  # ...and v1 carries it forward untouched
+
+
+def test_the_login_scenario_through_v2_v1_and_v2_again_collects_all_three(one_worker: LocalCluster) -> None:
+    cluster = _served_by(one_worker, 2)
+    with Client(cluster.mcp_url, SwapBetweenRounds(cluster, [1, 2])) as client:
+        done = client.call_tool("link_accounts")
+    assert [hop.version for hop in done.trace.hops] == ["2", "1", "2", "2"]
+    assert [q.key for q in done.trace.questions] == ["github_login", "google_login", "microsoft_login"]
+    assert done.trace.reasked == []
+    assert done.structured == {"linked": {key: value["name"] for key, value in LOGINS.items()}}
 
 
 def test_a_v1_worker_given_the_v2_layout_asks_the_client_to_start_again(one_worker: LocalCluster) -> None:
