@@ -58,6 +58,7 @@ class Forward:
         "_chunked",
         "_client",
         "_ended",
+        "_head",
         "_hold",
         "_out",
         "_path",
@@ -86,6 +87,8 @@ class Forward:
         self.conn: UpstreamConnection | None = None
         self._buffer: list[bytes] = []
         self._chunked = False
+        self._head: tuple[bytes, bytes] | None = None
+        """The backend's head as sent and lower-cased, when passed on unchanged: the log reads the worker id from it."""
         self._hold = False
         """The head waits for the first body bytes (a known non-empty length): one write instead of two."""
         self._ended = False
@@ -201,7 +204,10 @@ class Forward:
         req, out = self._req, self._out
         elapsed = time.perf_counter() - self._started
         self._proxy.metrics.count_response(out.status, elapsed)
-        if access_log.isEnabledFor(logging.INFO):  # the quiet proxy does not even look at the MCP headers
+        if access_log.isEnabledFor(logging.INFO):  # the quiet proxy does not even look at these headers
+            if self._head is not None:
+                worker = header_value(*self._head, b"\r\nx-worker-id:")
+                out.worker = None if worker is None else worker.decode("latin-1")
             emit_access(access_head(req, self._path, out.backend), out, elapsed)
         client.done(req)
 
@@ -251,9 +257,7 @@ class Forward:
         req = self._req
         if lower.startswith(b"http/1.1 ") and _HOP_LINE.search(lower) is None:
             length = header_value(head, lower, b"\r\ncontent-length:")
-            worker = header_value(head, lower, b"\r\nx-worker-id:")
-            if worker is not None:
-                self._out.worker = worker.decode("latin-1")
+            self._head = (head, lower)
             lines = [head]
         else:
             length, lines = self._rebuilt_head(status, head)
