@@ -148,7 +148,7 @@ class ReplyReader:
     def _head(self) -> tuple[int, int, dict[str, str]]:
         searched = 0
         while True:
-            end = _HEAD_END.search(self._buffer, max(0, searched - 3))
+            end = _head_end(self._buffer, max(0, searched - 3))
             if end is not None:
                 break
             if len(self._buffer) > MAX_HEAD:
@@ -161,10 +161,11 @@ class ReplyReader:
                 self._buffer += data
             else:
                 self._fill()
-        text = bytes(self._buffer[: end.start()]).decode("iso-8859-1")
-        del self._buffer[: end.end()]
-        status_line, *lines = text.split("\n")
-        status, version = _status(status_line.rstrip("\r"))
+        start, stop, crlf = end
+        text = self._buffer[:start].decode("iso-8859-1")
+        del self._buffer[:stop]
+        status_line, *lines = text.split("\r\n") if crlf else [line.rstrip("\r") for line in text.split("\n")]
+        status, version = _status(status_line)
         return status, version, _headers(lines)
 
     def _exactly(self, length: int) -> bytes:
@@ -209,8 +210,25 @@ class ReplyReader:
         return body
 
 
+def _head_end(buffer: bytearray, start: int) -> tuple[int, int, bool] | None:
+    """Where the blank line ending a head starts and stops, and whether every line before it ends in CRLF.
+
+    The usual head (CRLF throughout) is found with two scans in C; bare line feeds, which `http.client`
+    accepts too, take the regular expression.
+    """
+    end = buffer.find(b"\r\n\r\n", start)
+    if end >= 0 and buffer.count(b"\n", 0, end) == buffer.count(b"\r\n", 0, end):
+        return end, end + 4, True
+    found = _HEAD_END.search(buffer, start)
+    return (found.start(), found.end(), False) if found else None
+
+
 def _status(line: str) -> tuple[int, int]:
     """Status code and version (10 or 11) of a status line, as `http.client` reads it."""
+    code = line[9:12]
+    usual = line.startswith("HTTP/1.1 ") and code.isascii() and code.isdigit() and line[12:13] in ("", " ")
+    if usual and int(code) >= 100:
+        return int(code), 11
     parts = line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/"):
         raise HttpError(f"bad status line {line[:80]!r}")
@@ -221,7 +239,7 @@ def _status(line: str) -> tuple[int, int]:
         version = 11
     else:
         raise HttpError(f"unknown protocol {version_text[:20]!r}")
-    if len(code) != 3 or not code.isdigit() or not 100 <= int(code) <= 999:
+    if len(code) != 3 or not (code.isascii() and code.isdigit()) or not 100 <= int(code) <= 999:
         raise HttpError(f"bad status line {line[:80]!r}")
     return int(code), version
 
@@ -232,16 +250,15 @@ def _headers(lines: list[str]) -> dict[str, str]:
         raise HttpError(f"got more than {MAX_HEADERS} headers")
     headers: dict[str, str] = {}
     name = ""
-    for raw in lines:
-        line = raw.rstrip("\r")
-        if line[:1] in (" ", "\t") and name:
-            headers[name] += " " + line.strip()
-            continue
+    for line in lines:
         field, colon, value = line.partition(":")
-        if not colon or not field or field != field.strip():
+        if colon and field and not field[0].isspace() and not field[-1].isspace():
+            name = field.lower()
+            headers[name] = value.lstrip(" \t")
+        elif name and line[:1] in (" ", "\t"):
+            headers[name] += " " + line.strip()
+        else:
             raise HttpError(f"bad header line {line[:80]!r}")
-        name = field.lower()
-        headers[name] = value.lstrip(" \t")
     return headers
 
 

@@ -119,6 +119,8 @@ REPLIES = {
     "no reason phrase, repeated header": b"HTTP/1.1 401\r\nX-A: 1\r\nx-a: 2\r\nContent-Length: 0\r\n\r\n",
     "bare line feeds, blanks around values": b"HTTP/1.1 200 OK\nX-A:  spaced \nContent-Length: 2\n\n{}",
     "bad length: to the end": b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\nabc",
+    "mixed line ends": b"HTTP/1.1 200 OK\r\nX-A: 1\nContent-Length: 2\r\n\r\n{}",
+    "bare-LF head, CRLFs in the body": b"HTTP/1.1 200 OK\nX-A: 1\n\nbody\r\n\r\nmore",
 }
 
 
@@ -137,6 +139,7 @@ BROKEN = {
     "not HTTP": b"SSH-2.0-OpenSSH_9.6\r\n\r\n",
     "HTTP/2 status line": b"HTTP/2 200\r\n\r\n",
     "bad status": b"HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n",
+    "non-ASCII digits": "HTTP/1.1 \u00b200 OK\r\nContent-Length: 0\r\n\r\n".encode("latin-1"),
 }
 
 
@@ -147,6 +150,13 @@ def test_a_broken_reply_is_an_error_as_with_http_client(name: str) -> None:
         _as_http_client_reads(raw)
     with pytest.raises(HttpError):
         _as_we_read(raw, 5)
+
+
+def test_a_folded_header_is_unfolded() -> None:
+    """Obsolete line folding: http.client keeps the raw fold in the value; a fold reads as one space here (RFC 9112)."""
+    raw = b"HTTP/1.1 200 OK\r\nX-A: 1\r\n  two\r\nContent-Length: 2\r\n\r\n{}"
+    assert _as_we_read(raw, 5) == (200, {"x-a": "1 two", "content-length": "2"}, b"{}", False)
+    assert _as_http_client_reads(raw)[1]["x-a"] == "1\r\n  two"
 
 
 def test_a_head_cut_short_is_an_error() -> None:
