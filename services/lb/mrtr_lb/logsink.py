@@ -3,15 +3,14 @@
 The standard StreamHandler writes and flushes after every record, one
 ``write`` system call per access-log line: as much as forwarding the request
 itself costs. Here a line is appended to a list (a TextIOWrapper's ``write``
-costs several times that) and the list is written to stderr in one system
-call every ``interval`` seconds, when it grows past ``max_lines``, and at
-exit: a line reaches the log at most ``interval`` late and none is lost when
-the process stops (:func:`flushing`
-writes the rest when the server's coroutine ends, after open requests
-finished, and ``logging.shutdown`` at interpreter exit closes the handler,
-which writes anything left). Only the access log's lines wait: anything else
-the proxy logs (start-up, a backend's health, errors) is rare and written at
-once, after the lines before it.
+costs several times that) and the list is written to stderr in one go every
+``interval`` seconds, when it grows past ``max_lines``, and at exit: a line
+reaches the log at most ``interval`` late, and none is lost when the process
+stops (:func:`flushing` writes the rest when the server's coroutine ends,
+after the open requests finished, and ``logging.shutdown`` at interpreter
+exit flushes and closes the handler). Only the access log's lines wait:
+anything else the proxy logs (start-up, a backend's health, errors) is rare
+and written at once, after the lines before it.
 """
 
 from __future__ import annotations
