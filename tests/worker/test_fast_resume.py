@@ -12,6 +12,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from mcp.server.request_state import _request_identity
 from pydantic import SecretStr
 from starlette.types import Message
 
+from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_protocol.metrics import MetricsPage
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from mrtr_worker.app import create_app
@@ -38,11 +40,13 @@ HOP_SCHEDULE = {"MAX_SLICE_MS": "1", "MIN_SLICE_MS": "0", "PRIORITY_AFTER_HOPS":
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 
-def _settings(ring: KeyRing, *, fast: bool) -> WorkerSettings:
+def _settings(ring: KeyRing, public_key: Path, *, fast: bool) -> WorkerSettings:
+    """Anonymous calls allowed, tokens verified: states are bound to the caller, or to nobody."""
     return WorkerSettings(
         instance_id="w-fast",
         keyring=SecretStr(ring.dumps()),
         allow_anonymous=True,
+        jwt_public_key_file=public_key,
         tool_packs=["compute"],
         fast_resume=fast,
         max_concurrent_computations=1,
@@ -121,7 +125,8 @@ async def _running(*apps: FrontDoor) -> AsyncIterator[None]:
         yield
 
 
-def _cases(ring: KeyRing, token: str) -> dict[str, tuple[bytes, dict[str, str]]]:
+def _cases(ring: KeyRing, token: str, alices: str, bearer: dict[str, str]) -> dict[str, tuple[bytes, dict[str, str]]]:
+    """`token` was sealed anonymously, `alices` for alice; `bearer` has the Authorization header of each caller."""
     bad_arguments = {"limit": -1, "segment": 1_000}
     _, bad_digest = _request_identity("tools/call", {"name": TOOL, "arguments": bad_arguments})
     tampered = token[:-6] + ("A" if token[-6] != "A" else "B") + token[-5:]
@@ -137,32 +142,56 @@ def _cases(ring: KeyRing, token: str) -> dict[str, tuple[bytes, dict[str, str]]]
         "input responses": _request(_params(token, inputResponses={})),
         "unknown tool": _request({**_params(token), "name": "nope"}),
         "no state": _request(_params(None)),
+        "valid, alice's": _request(_params(alices), Authorization=bearer["alice"]),
+        "alice's state under bob": _request(_params(alices), Authorization=bearer["bob"]),
+        "alice's state anonymously": _request(_params(alices)),
+        "an anonymous state under a token": _request(_params(token), Authorization=bearer["bob"]),
         "malformed JSON": (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/c', _request(_params(token))[1]),
     }
 
 
 @pytest.fixture(scope="module")
-def answers() -> dict[str, tuple[Answer, Answer, float]]:
+def ring() -> KeyRing:
+    return new_ring("fast-1")
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory: pytest.TempPathFactory, ring: KeyRing) -> dict[str, tuple[Answer, Answer, float]]:
     """Each case's answer with the fast path on and off, and how many rounds the fast path served for it."""
-    ring = new_ring("fast-1")
-    on, off = create_app(_settings(ring, fast=True)), create_app(_settings(ring, fast=False))
+    directory = tmp_path_factory.mktemp("issuer")
+    issuer = DevIssuer.ensure(directory)
+    bearer = {name: f"Bearer {issuer.mint(name)}" for name in ("alice", "bob")}
+    on = create_app(_settings(ring, directory / PUBLIC_KEY_NAME, fast=True))
+    off = create_app(_settings(ring, directory / PUBLIC_KEY_NAME, fast=False))
+
+    async def first_state(**headers: str) -> str:
+        off.state.worker.lifecycle.drain()  # a drain hands the first round back at once: a state to resume
+        status, _, first = await _post(off, *_request(_params(None), **headers))
+        off.state.worker.lifecycle.undrain()
+        assert status == 200
+        state: str = json.loads(first)["result"]["requestState"]
+        return state
 
     async def run() -> dict[str, tuple[Answer, Answer, float]]:
         async with _running(on, off):
-            off.state.worker.lifecycle.drain()  # a drain hands the first round back at once: a state to resume
-            status, _, first = await _post(off, *_request(_params(None)))
-            off.state.worker.lifecycle.undrain()
-            assert status == 200
-            token = json.loads(first)["result"]["requestState"]
+            token, alices = await first_state(), await first_state(Authorization=bearer["alice"])
+            cases = _cases(ring, token, alices, bearer)
             out = {}
-            for name, (body, headers) in _cases(ring, token).items():
+            for name, (body, headers) in cases.items():
                 before = _served(on)
                 with_fast = await _post(on, body, headers)
                 out[name] = (with_fast, await _post(off, body, headers), _served(on) - before)
             before = _served(on)
+            for app in (on, off):
+                app.state.worker.lifecycle.drain()  # the resumed round is handed back at once: a state sealed again
+            handed_back = (await _post(on, *cases["valid"]), await _post(off, *cases["valid"]), _served(on) - before)
+            for app in (on, off):
+                app.state.worker.lifecycle.undrain()
+            out["handed back"] = handed_back
+            before = _served(on)
             interval, sdk_http._SSE_PING_INTERVAL = sdk_http._SSE_PING_INTERVAL, 0.0
             try:  # a round longer than the ping interval: pings on an event stream, then the answer
-                streamed = await _post(on, *_cases(ring, token)["valid"])
+                streamed = await _post(on, *cases["valid"])
             finally:
                 sdk_http._SSE_PING_INTERVAL = interval
             out["past the ping window"] = (streamed, streamed, _served(on) - before)
@@ -183,6 +212,10 @@ CASES = [
     "input responses",
     "unknown tool",
     "no state",
+    "valid, alice's",
+    "alice's state under bob",
+    "alice's state anonymously",
+    "an anonymous state under a token",
     "malformed JSON",
 ]
 
@@ -195,22 +228,41 @@ def test_the_answer_is_the_same_bytes_with_the_fast_path_on_and_off(
     assert with_fast == without
 
 
-@pytest.mark.parametrize("case", [*CASES, "past the ping window"])
+@pytest.mark.parametrize("case", [*CASES, "handed back", "past the ping window"])
 def test_the_fast_path_serves_only_a_plain_resume(answers: dict[str, tuple[Answer, Answer, float]], case: str) -> None:
     served = answers[case][2]
-    assert served == (1 if case in ("valid", "past the ping window") else 0)
+    assert served == (1 if case in ("valid", "valid, alice's", "handed back", "past the ping window") else 0)
 
 
 def test_the_valid_resume_completes_and_the_errors_are_errors(answers: dict[str, tuple[Answer, Answer, float]]) -> None:
     """The table compares real outcomes: a result for the plain resume, the SDK's refusals for the others."""
     body = json.loads(answers["valid"][0][2])
     assert body["result"]["structuredContent"] == {"count": 303}
-    for case in ("tampered", "expired", "foreign audience", "foreign key", "oversized"):
+    assert json.loads(answers["valid, alice's"][0][2])["result"]["structuredContent"] == {"count": 303}
+    refused = ["tampered", "expired", "foreign audience", "foreign key", "oversized"]
+    for case in [*refused, "alice's state under bob", "alice's state anonymously", "an anonymous state under a token"]:
         status, _, raw = answers[case][0]
         assert (status, json.loads(raw)["error"]["message"]) == (400, "Invalid or expired requestState"), case
     assert json.loads(answers["bad arguments"][0][2])["result"]["isError"] is True
     assert answers["wrong name header"][0][0] == 400
     assert answers["malformed JSON"][0][0] == 400
+
+
+def test_a_hand_back_is_the_same_answer_but_for_the_fresh_seal(
+    answers: dict[str, tuple[Answer, Answer, float]], ring: KeyRing
+) -> None:
+    """A state sealed again differs in its nonce and times only (so in length): the same bytes around it,
+    the same state inside."""
+    codec = FleetStateCodec(ring, max_token_bytes=1 << 20)
+    (status, headers, body), (status_off, headers_off, body_off), _ = answers["handed back"]
+    tokens = [json.loads(raw)["result"]["requestState"] for raw in (body, body_off)]
+    around = [raw.replace(token.encode(), b"<state>") for raw, token in zip((body, body_off), tokens, strict=True)]
+    assert (status, around[0]) == (status_off, around[1])
+    assert [h for h in headers if h[0] != b"content-length"] == [h for h in headers_off if h[0] != b"content-length"]
+    envelopes = [json.loads(codec.open(token)[1]) for token in tokens]
+    assert [{k: v for k, v in e.items() if k not in ("iat", "exp")} for e in envelopes] == [
+        {k: v for k, v in envelopes[1].items() if k not in ("iat", "exp")}
+    ] * 2
 
 
 def test_a_fast_round_past_the_ping_window_streams_pings_then_the_answer(

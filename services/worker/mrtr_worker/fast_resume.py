@@ -85,6 +85,7 @@ _tool_logger = logging.getLogger("mcp.server.mcpserver.server")  # where the SDK
 
 METHOD = "tools/call"
 _PARAM_KEYS = frozenset({"_meta", "name", "arguments", "requestState"})
+_STATE_KEY = b'"requestState"'
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _KNOWN_MIDDLEWARE = (ObserveRequests, LimitAnswers, RequestStateBoundary, PromptGuard, TaskPush, ReplayGuard)
 """Middleware whose behaviour on a resumed tools/call is known to need nothing but `method` and `params`."""
@@ -131,7 +132,8 @@ class FastResume:
         self._max_body_bytes = max_body_bytes
         counter = Counter(
             "mrtr_worker_fast_resumes",
-            "Resumed computation rounds offered to the resume fast path, by outcome (served, or fell back to the SDK)",
+            "Silent tools' calls offered to the resume fast path, by outcome: served there, or passed to the SDK's "
+            "path (first rounds, and anything unusual)",
             ["outcome"],
             registry=registry,
         )
@@ -140,6 +142,7 @@ class FastResume:
         self.served = 0
         """Rounds served here (the metric's value, readable without the registry)."""
         self.fallbacks = 0
+        """Calls passed to the SDK's path untouched."""
 
     @classmethod
     def build(
@@ -195,6 +198,8 @@ class FastResume:
             return None  # whatever it is, the SDK's path answers it
 
     def _checked(self, scope: Scope, body: bytes) -> _Plan | None:
+        if _STATE_KEY not in body:
+            return None  # a first round (most of the rest): not worth parsing twice
         headers = Headers(scope=scope)
         if not self._transport_allows(headers):
             return None
