@@ -2,20 +2,26 @@
 
 `http.client` costs the client most of its CPU per hop: every header goes
 through `putheader`'s checks one call at a time, and every reply's headers
-through the `email` package's parser. This module does the same exchange
-with a few bytes operations and keeps `http.client`'s rules, so nothing
-changes on the wire or in what a reply means:
+through the `email` package's parser. Here the request head is a few bytes
+operations, byte for byte what `http.client` writes for a POST (request line,
+`Host` unless given, `Accept-Encoding: identity` unless given,
+`Content-Length` unless a length or a transfer coding is given, then the
+caller's headers in order), with its checks on header names and values.
 
-* the request head is byte for byte what `http.client` writes for a POST
-  (request line, `Host` unless given, `Accept-Encoding: identity` unless
-  given, `Content-Length` unless a length or a transfer coding is given, then
-  the caller's headers in order), with its checks on header names and values;
-* a reply is framed as `http.client` frames it: `100 Continue` skipped, no
-  body for 1xx, 204 and 304, `Transfer-Encoding: chunked`, else
-  `Content-Length`, else the body runs to the end of the connection; the
-  connection is kept alive or not by the same version and `Connection` rules.
+Replies are read by `httptools` (llhttp, the C parser made for the job that
+uvicorn and Node use) fed from the socket, rather than framing code of our
+own: `100 Continue` skipped, no body for 1xx, 204 and 304, chunked, else
+`Content-Length`, else the body runs to the end of the connection (the one
+rule kept here: httptools has no end-of-stream call), keep-alive by llhttp's
+version and `Connection` rules.
 
-Anything malformed is an `HttpError` (the caller's transport error).
+Deliberate differences from `http.client`, none of which our workers, proxy
+or uvicorn send: llhttp is strict, so bare LF line ends, obsolete header
+folding, a non-numeric `Content-Length` and HTTP/2-like status lines are an
+`HttpError`; a head cut by the end of the stream is an `HttpError` (not a
+reply with an empty body); an HTTP/1.0 reply is kept alive only with
+`Connection: keep-alive` (not for a bare `Keep-Alive` header). Anything
+malformed is an `HttpError` (the caller's transport error).
 """
 
 from __future__ import annotations
@@ -25,14 +31,15 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import httptools
+
 MAX_HEAD = 65536 * 2
-"""Bytes a reply's status line and headers may take (`http.client` allows 100 lines of 64 KiB)."""
+"""Bytes read before a reply's head is complete (`http.client` allows 100 lines of 64 KiB)."""
 MAX_HEADERS = 100
 """As `http.client`'s `_MAXHEADERS`."""
 _RESERVED = frozenset({"host", "accept-encoding", "content-length", "transfer-encoding"})
 _LEGAL_NAME = re.compile(rb"[^:\s][^:\r\n]*").fullmatch
 _ILLEGAL_VALUE = re.compile(rb"\n(?![ \t])|\r(?![ \t\n])").search
-_HEAD_END = re.compile(rb"\r?\n\r?\n")
 _CRLF = b"\r\n"
 
 
@@ -113,171 +120,83 @@ class Reply:
 
 
 class ReplyReader:
-    """Reads one reply at a time from a connected socket; bytes past a reply mean the connection cannot be reused."""
+    """Reads one reply at a time from a connected socket, through llhttp; bytes past a reply spoil the connection."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._buffer = bytearray()
+        self._parser = httptools.HttpResponseParser(self)
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._head_size = 0
+        self._head_done = False
+        self._reply: Reply | None = None
+        self._begun = self._status = self._header_count = 0
 
     @property
     def leftover(self) -> bool:
-        """Bytes arrived beyond the last reply: the server spoke out of turn."""
-        return bool(self._buffer)
+        """Bytes arrived beyond the last reply (a next message begun): the server spoke out of turn."""
+        return self._begun > 0
 
     def read(self) -> Reply:
-        while True:
-            status, version, headers = self._head()
-            if status != 100:
-                break
-        will_close = _will_close(version, headers)
-        if status < 200 or status in (204, 304):
-            return Reply(status, headers, b"", will_close)
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            return Reply(status, headers, self._chunked(), will_close)
-        length = _content_length(headers)
-        if length is None:
-            return Reply(status, headers, self._to_end(), True)
-        return Reply(status, headers, self._exactly(length), will_close)
-
-    def _fill(self) -> None:
-        data = self._sock.recv(65536)
-        if not data:
-            raise HttpError("the server closed the connection before the reply was complete")
-        self._buffer += data
-
-    def _head(self) -> tuple[int, int, dict[str, str]]:
-        searched = 0
-        while True:
-            end = _head_end(self._buffer, max(0, searched - 3))
-            if end is not None:
-                break
-            if len(self._buffer) > MAX_HEAD:
-                raise HttpError("reply head too long")
-            searched = len(self._buffer)
-            if not self._buffer:
-                data = self._sock.recv(65536)
-                if not data:
-                    raise HttpError("Remote end closed connection without response")
-                self._buffer += data
-            else:
-                self._fill()
-        start, stop, crlf = end
-        text = self._buffer[:start].decode("iso-8859-1")
-        del self._buffer[:stop]
-        status_line, *lines = text.split("\r\n") if crlf else [line.rstrip("\r") for line in text.split("\n")]
-        status, version = _status(status_line)
-        return status, version, _headers(lines)
-
-    def _exactly(self, length: int) -> bytes:
-        while len(self._buffer) < length:
-            self._fill()
-        body = bytes(self._buffer[:length])
-        del self._buffer[:length]
-        return body
-
-    def _line(self) -> bytes:
-        while (end := self._buffer.find(b"\n")) < 0:
-            if len(self._buffer) > 65536:
-                raise HttpError("chunk line too long")
-            self._fill()
-        line = bytes(self._buffer[: end + 1])
-        del self._buffer[: end + 1]
-        return line
-
-    def _chunked(self) -> bytes:
-        parts = []
-        while True:
-            size_text = self._line().split(b";", 1)[0]
+        self._begun = 0
+        self._reply = None
+        self._start()
+        while self._reply is None:
+            data = self._sock.recv(65536)
+            if not data:
+                return self._at_end()
+            if not self._head_done:
+                self._head_size += len(data)
+                if self._head_size > MAX_HEAD:
+                    raise HttpError("reply head too long")
             try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise HttpError(f"bad chunk size {size_text!r}") from None
-            if size < 0:
-                raise HttpError(f"bad chunk size {size_text!r}")
-            if size == 0:
-                break
-            parts.append(self._exactly(size))
-            self._exactly(2)  # the CRLF after the chunk's data
-        while self._line() not in (b"\r\n", b"\n"):  # trailer fields, ignored as http.client does
-            pass
-        return b"".join(parts)
+                self._parser.feed_data(data)
+            except httptools.HttpParserUpgrade:  # a 101 with Upgrade: what follows is not HTTP
+                self._begun += 1
+            except httptools.HttpParserError as exc:
+                if self._reply is None:
+                    raise HttpError(f"bad reply: {exc}") from None
+                self._begun += 1  # the reply was whole; what followed it was not a reply
+        return self._reply
 
-    def _to_end(self) -> bytes:
-        while data := self._sock.recv(65536):
-            self._buffer += data
-        body = bytes(self._buffer)
-        self._buffer.clear()
-        return body
+    def _start(self) -> None:
+        self._headers, self._body, self._header_count = {}, [], 0
+        self._head_size, self._head_done = 0, False
 
+    def _at_end(self) -> Reply:
+        """The server closed: a body without length or chunking ends here (as `http.client` reads it)."""
+        if not self._head_done or self._status == 100:
+            raise HttpError("the server closed the connection before the reply head was complete")
+        if "content-length" in self._headers or "chunked" in self._headers.get("transfer-encoding", "").lower():
+            raise HttpError("the server closed the connection before the reply was complete")
+        return Reply(self._status, self._headers, b"".join(self._body), True)
 
-def _head_end(buffer: bytearray, start: int) -> tuple[int, int, bool] | None:
-    """Where the blank line ending a head starts and stops, and whether every line before it ends in CRLF.
+    # llhttp's callbacks (httptools calls them by name)
 
-    The usual head (CRLF throughout) is found with two scans in C; bare line feeds, which `http.client`
-    accepts too, take the regular expression.
-    """
-    end = buffer.find(b"\r\n\r\n", start)
-    if end >= 0 and buffer.count(b"\n", 0, end) == buffer.count(b"\r\n", 0, end):
-        return end, end + 4, True
-    found = _HEAD_END.search(buffer, start)
-    return (found.start(), found.end(), False) if found else None
-
-
-def _status(line: str) -> tuple[int, int]:
-    """Status code and version (10 or 11) of a status line, as `http.client` reads it."""
-    code = line[9:12]
-    usual = line.startswith("HTTP/1.1 ") and code.isascii() and code.isdigit() and line[12:13] in ("", " ")
-    if usual and int(code) >= 100:
-        return int(code), 11
-    parts = line.split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-        raise HttpError(f"bad status line {line[:80]!r}")
-    version_text, code = parts[0], parts[1]
-    if version_text in ("HTTP/1.0", "HTTP/0.9"):
-        version = 10
-    elif version_text.startswith("HTTP/1."):
-        version = 11
-    else:
-        raise HttpError(f"unknown protocol {version_text[:20]!r}")
-    if len(code) != 3 or not (code.isascii() and code.isdigit()) or not 100 <= int(code) <= 999:
-        raise HttpError(f"bad status line {line[:80]!r}")
-    return int(code), version
-
-
-def _headers(lines: list[str]) -> dict[str, str]:
-    """Lower-cased header names to values (leading blanks dropped; a folded line joins its header with a space)."""
-    if len(lines) > MAX_HEADERS:
-        raise HttpError(f"got more than {MAX_HEADERS} headers")
-    headers: dict[str, str] = {}
-    name = ""
-    for line in lines:
-        field, colon, value = line.partition(":")
-        if colon and field and not field[0].isspace() and not field[-1].isspace():
-            name = field.lower()
-            headers[name] = value.lstrip(" \t")
-        elif name and line[:1] in (" ", "\t"):
-            headers[name] += " " + line.strip()
+    def on_message_begin(self) -> None:
+        if self._reply is not None:
+            self._begun += 1
         else:
-            raise HttpError(f"bad header line {line[:80]!r}")
-    return headers
+            self._start()
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._head_done:  # trailer fields, ignored as `http.client` ignores them; or a next reply's
+            return
+        self._header_count += 1
+        if self._header_count > MAX_HEADERS:
+            raise HttpError(f"got more than {MAX_HEADERS} headers")
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
-def _content_length(headers: Mapping[str, str]) -> int | None:
-    value = headers.get("content-length")
-    if value is None:
-        return None
-    try:
-        length = int(value)
-    except ValueError:
-        return None
-    return length if length >= 0 else None
+    def on_headers_complete(self) -> None:
+        self._head_done = True
+        self._status = self._parser.get_status_code()
 
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
 
-def _will_close(version: int, headers: Mapping[str, str]) -> bool:
-    """`http.client`'s rule: HTTP/1.1 stays open unless `Connection: close`; HTTP/1.0 only with keep-alive."""
-    connection = headers.get("connection", "").lower()
-    if version == 11:
-        return "close" in connection
-    if headers.get("keep-alive") or "keep-alive" in connection:
-        return False
-    return "keep-alive" not in headers.get("proxy-connection", "").lower()
+    def on_message_complete(self) -> None:
+        if self._status == 100:  # `100 Continue` is skipped, as `http.client` skips it
+            return
+        if self._reply is None:
+            keep_alive = self._parser.should_keep_alive()  # llhttp resets it once this callback returns
+            self._reply = Reply(self._status, self._headers, b"".join(self._body), not keep_alive)

@@ -4,8 +4,9 @@ A hop is one POST and its reply; on loopback httpx spent about 1 ms of CPU on
 it (building the request through its client layers, cookies, auth and redirect
 hooks, h11's validation), three times what `http.client` takes for the same
 exchange, and `http.client` still spent most of the client's CPU per hop in
-`putheader` and the `email` header parser. `_http1` writes and reads the same
-bytes with `http.client`'s rules at a fraction of that. The sync `Client` uses this for its rounds when it owns its HTTP
+`putheader` and the `email` header parser. `_http1` writes the same bytes
+and reads replies with httptools (llhttp) at a fraction of that. The sync
+`Client` uses this for its rounds when it owns its HTTP
 client and the URL is plain `http` with no proxy configured in the environment;
 anything else (https, a proxy, a caller's own `httpx.Client`, event streams
 that stay open) keeps httpx.

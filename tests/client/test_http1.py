@@ -117,10 +117,9 @@ REPLIES = {
     "no content": b"HTTP/1.1 204 No Content\r\nX-Worker-Id: w1\r\n\r\n",
     "continue first": b"HTTP/1.1 100 Continue\r\nX-Skip: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
     "no reason phrase, repeated header": b"HTTP/1.1 401\r\nX-A: 1\r\nx-a: 2\r\nContent-Length: 0\r\n\r\n",
-    "bare line feeds, blanks around values": b"HTTP/1.1 200 OK\nX-A:  spaced \nContent-Length: 2\n\n{}",
-    "bad length: to the end": b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\nabc",
-    "mixed line ends": b"HTTP/1.1 200 OK\r\nX-A: 1\nContent-Length: 2\r\n\r\n{}",
-    "bare-LF head, CRLFs in the body": b"HTTP/1.1 200 OK\nX-A: 1\n\nbody\r\n\r\nmore",
+    "blanks around values": b"HTTP/1.1 200 OK\r\nX-A:  spaced \t\r\nContent-Length: 2\r\n\r\n{}",
+    "trailers after a chunked body": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + b"2\r\n{}\r\n0\r\nX-T: 1\r\n\r\n",
 }
 
 
@@ -152,11 +151,23 @@ def test_a_broken_reply_is_an_error_as_with_http_client(name: str) -> None:
         _as_we_read(raw, 5)
 
 
-def test_a_folded_header_is_unfolded() -> None:
-    """Obsolete line folding: http.client keeps the raw fold in the value; a fold reads as one space here (RFC 9112)."""
-    raw = b"HTTP/1.1 200 OK\r\nX-A: 1\r\n  two\r\nContent-Length: 2\r\n\r\n{}"
-    assert _as_we_read(raw, 5) == (200, {"x-a": "1 two", "content-length": "2"}, b"{}", False)
-    assert _as_http_client_reads(raw)[1]["x-a"] == "1\r\n  two"
+STRICT = {
+    "bare line feeds": b"HTTP/1.1 200 OK\nX-A: 1\nContent-Length: 2\n\n{}",
+    "mixed line ends": b"HTTP/1.1 200 OK\r\nX-A: 1\nContent-Length: 2\r\n\r\n{}",
+    "bare-LF head, CRLFs in the body": b"HTTP/1.1 200 OK\nX-A: 1\n\nbody\r\n\r\nmore",
+    "obsolete line folding": b"HTTP/1.1 200 OK\r\nX-A: 1\r\n  two\r\nContent-Length: 2\r\n\r\n{}",
+    "bad length": b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\nabc",
+}
+
+
+@pytest.mark.parametrize("name", list(STRICT))
+def test_a_malformed_reply_http_client_accepts_is_an_error(name: str) -> None:
+    """Deliberate difference: llhttp (httptools) is strict where http.client guesses. Our workers and proxy (and
+    uvicorn, h11, HAProxy) never send these; a reply read two ways is a smuggling risk, so it is a transport error."""
+    raw = STRICT[name]
+    _as_http_client_reads(raw)  # accepted there
+    with pytest.raises(HttpError):
+        _as_we_read(raw, 5)
 
 
 def test_a_head_cut_short_is_an_error() -> None:
@@ -181,3 +192,35 @@ def test_a_head_without_end_is_refused_before_it_grows_without_bound() -> None:
     endless: Any = _Drip(b"HTTP/1.1 200 OK\r\n" + b"X-A: " + b"a" * 1_000_000, 65536)
     with pytest.raises(HttpError):
         ReplyReader(cast(socket.socket, endless)).read()
+
+
+def test_replies_in_turn_on_one_connection() -> None:
+    """The parser is kept per connection: each read gets its own reply, nothing of the one before."""
+
+    class _Turns:
+        def __init__(self, replies: list[bytes]) -> None:
+            self._replies = replies
+
+        def recv(self, limit: int) -> bytes:
+            return self._replies.pop(0) if self._replies else b""
+
+    first, second = REPLIES["uvicorn json"], REPLIES["no reason phrase, repeated header"]
+    reader = ReplyReader(cast(socket.socket, _Turns([first, second])))
+    assert (reader.read().status, reader.read().headers) == (200, {"x-a": "2", "content-length": "0"})
+    assert not reader.leftover
+
+
+def test_too_many_headers_is_an_error() -> None:
+    raw = b"HTTP/1.1 200 OK\r\n" + b"X-A: 1\r\n" * 101 + b"Content-Length: 0\r\n\r\n"
+    with pytest.raises(http.client.HTTPException):
+        _as_http_client_reads(raw)
+    with pytest.raises(HttpError):
+        _as_we_read(raw, 65536)
+
+
+def test_an_http10_reply_with_only_a_keep_alive_header_closes() -> None:
+    """Deliberate difference: llhttp keeps an HTTP/1.0 connection only for `Connection: keep-alive`; http.client
+    also for a bare `Keep-Alive` header. Closing is the safe side (one new connection, never a lost reply)."""
+    raw = b"HTTP/1.0 200 OK\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\n{}"
+    assert _as_http_client_reads(raw)[3] is False
+    assert _as_we_read(raw, 7) == (200, {"keep-alive": "timeout=5", "content-length": "2"}, b"{}", True)
