@@ -66,7 +66,6 @@ from mcp_types import CallToolResult, ClientCapabilities, JSONRPCRequest, TextCo
 from mcp_types import methods as _methods
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
-from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
@@ -200,10 +199,13 @@ class FastResume:
     def _checked(self, scope: Scope, body: bytes) -> _Plan | None:
         if _STATE_KEY not in body:
             return None  # a first round (most of the rest): not worth parsing twice
-        headers = Headers(scope=scope)
+        raw = [(key.decode("latin-1"), value.decode("latin-1")) for key, value in scope["headers"]]
+        headers: dict[str, str] = {}
+        for key, value in raw:
+            headers.setdefault(key, value)  # the first of a repeated header, as Starlette's `Headers` reads it
         if not self._transport_allows(headers):
             return None
-        if not check_accept_headers(Request(scope))[0]:
+        if not check_accept_headers(cast(Request, _HeadersOnly(headers)))[0]:
             return None
         decoded = json.loads(body)
         if not isinstance(decoded, dict) or decoded.keys() != _ENVELOPE_KEYS or decoded["method"] != METHOD:
@@ -215,9 +217,9 @@ class FastResume:
         name, token = params.get("name"), params.get("requestState")
         if not isinstance(name, str) or name not in self.tools or not isinstance(token, str):
             return None
-        if find_duplicated_routing_header(headers.items()) is not None:
+        if find_duplicated_routing_header(raw) is not None:
             return None
-        verdict = classify_inbound_request(decoded, headers=dict(headers))
+        verdict = classify_inbound_request(decoded, headers=headers)
         if not isinstance(verdict, InboundModernRoute):
             return None
         caps = verdict.client_capabilities
@@ -243,7 +245,7 @@ class FastResume:
         key, plaintext, binding = opened
         return _Plan(request.id, version, capabilities, params, tool, key, plaintext, binding)
 
-    def _transport_allows(self, headers: Headers) -> bool:
+    def _transport_allows(self, headers: Mapping[str, str]) -> bool:
         """`TransportSecurityMiddleware.validate_request` for a POST, without its log lines (the fallback logs)."""
         content_type = headers.get("content-type")
         if content_type is None or not content_type.lower().startswith("application/json"):
@@ -372,6 +374,13 @@ def _allowed(value: str, allowed: list[str]) -> bool:
     if value in allowed:
         return True
     return any(a.endswith(":*") and value.startswith(a[:-2] + ":") for a in allowed)
+
+
+@dataclass(frozen=True)
+class _HeadersOnly:
+    """What `check_accept_headers` reads of a request."""
+
+    headers: Mapping[str, str]
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:
