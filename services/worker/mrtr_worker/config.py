@@ -75,7 +75,7 @@ class WorkerSettings(BaseSettings):
 
     fast_resume: bool = True
     """Serve a computation's resumed round (`tools/call` with only its `requestState`) on the resume fast path
-    (`mrtr_worker.fast_resume`): the same checks and answer without the SDK's generic dispatch, about a third of
+    (`mrtr_worker.fast_resume`): the same checks and answer without the SDK's generic dispatch, about a fifth of
     a hop's worker CPU. Anything unusual still takes the SDK's path; off (`MRTR_WORKER_FAST_RESUME=false`)
     sends every request there, for comparison."""
 
