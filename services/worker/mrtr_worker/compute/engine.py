@@ -29,6 +29,7 @@ from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.queueing import wait_for_slot
 from mrtr_worker.compute.slots import Slots
+from mrtr_worker.compute.standing import Standing, from_peer
 from mrtr_worker.compute.step_pool import StepPool
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
@@ -61,6 +62,8 @@ class Engine:
         self._executor = executor
         self._clock = clock
         self._pool: StepPool | None = None
+        self.standing = Standing()
+        """What this instance learned of its own speed against its peers', from the rounds it served."""
         self._max_workers = settings.max_concurrent
 
     @property
@@ -112,12 +115,16 @@ class Engine:
                     return rnd.ask({question.key: question.request}, self._data(state, steps, question=pending))
                 state = question.apply(state, answer.content)
 
+        slow = self._note_pace(rnd, computation.name)
         # A round that cannot be handed back (`can_hand_back` False: a 2025-era wire, which the HTTP edge
         # now refuses, see `modern_only`) queues for a slot and runs to its end, never shed, not even by a drain.
         if self._lifecycle.draining and rnd.can_hand_back:
             return self._hand_back(rnd, state, steps, EndOfRound.DRAIN)
         if rnd.can_hand_back and self.policy.fled_here(rnd.trace.pace, rnd.identity.instance_id):
             self._carry_pace(rnd, 0, self._clock(), EndOfRound.STRAGGLER)
+            return self._hand_back(rnd, state, steps, EndOfRound.STRAGGLER)
+        if rnd.can_hand_back and self.policy.hands_on(rnd.trace.pace, slow=slow):
+            rnd.trace.pace = self.policy.handed_on(rnd.trace.pace, rnd.identity.instance_id)
             return self._hand_back(rnd, state, steps, EndOfRound.STRAGGLER)
         if not self._slots.try_acquire():
             if rnd.can_hand_back and not self.policy.prioritized(rnd.trace.fair_hops):
@@ -140,31 +147,44 @@ class Engine:
         started = self._clock()
         here = 0  # steps in this slice: the pace this instance keeps
         steps_counter = self._metrics.compute_steps.labels(tool=computation.name)
-        while not computation.done(state):
-            question = computation.question(state)
-            if question is not None:
-                if allows(rnd.capabilities, Need.FORM):
-                    self._carry_pace(rnd, here, started, EndOfRound.INPUT)
-                    return rnd.ask({question.key: question.request}, self._data(state, steps, question=question.key))
-                state = question.apply(state, None)  # cannot ask: proceed as if declined
-                continue
-            boundary = Boundary(
-                slice_ms=(self._clock() - started) * 1000,
-                hops=rnd.trace.fair_hops,
-                waiting=self._slots.waiting,
-                draining=self._lifecycle.draining,
-                steps=here,
-                pace=rnd.trace.pace,
-            )
-            reason = self.policy.at_boundary(boundary) if rnd.can_hand_back else None
-            if reason is not None:
-                self._carry_pace(rnd, here, started, reason)
-                return self._hand_back(rnd, state, steps, reason)
-            state = await self.run_step(computation.step, state)
-            steps += 1
-            here += 1
-            steps_counter.inc()
-        return self._complete(rnd, computation, state, steps)
+        try:
+            while not computation.done(state):
+                question = computation.question(state)
+                if question is not None:
+                    if allows(rnd.capabilities, Need.FORM):
+                        self._carry_pace(rnd, here, started, EndOfRound.INPUT)
+                        data = self._data(state, steps, question=question.key)
+                        return rnd.ask({question.key: question.request}, data)
+                    state = question.apply(state, None)  # cannot ask: proceed as if declined
+                    continue
+                boundary = Boundary(
+                    slice_ms=(self._clock() - started) * 1000,
+                    hops=rnd.trace.fair_hops,
+                    waiting=self._slots.waiting,
+                    draining=self._lifecycle.draining,
+                    steps=here,
+                    pace=rnd.trace.pace,
+                )
+                reason = self.policy.at_boundary(boundary) if rnd.can_hand_back else None
+                if reason is not None:
+                    self._carry_pace(rnd, here, started, reason)
+                    return self._hand_back(rnd, state, steps, reason)
+                state = await self.run_step(computation.step, state)
+                steps += 1
+                here += 1
+                steps_counter.inc()
+            return self._complete(rnd, computation, state, steps)
+        finally:
+            # Every slice that ran steps, however it ended, tells this instance its own speed.
+            now = self._clock()
+            self.standing.observe(computation.name, here, (now - started) * 1000, now)
+
+    def _note_pace(self, rnd: Round, tool: str) -> bool:
+        """Note the pace this round brings in, then whether this instance knows it is slow at `tool`."""
+        now = self._clock()
+        peer = from_peer(rnd.trace.visited, rnd.identity.instance_id)
+        self.standing.bring(tool, rnd.trace.pace, peer=peer, now=now)
+        return self.standing.slow(tool, self.policy.settings.straggler_ratio, now)
 
     def _carry_pace(self, rnd: Round, here: int, started: float, reason: EndOfRound) -> None:
         """Fold this slice's step rate into the request's pace (sealed with the round's trace)."""

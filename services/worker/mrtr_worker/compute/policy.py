@@ -24,6 +24,11 @@ than the step in progress (and a drain takes at most one step):
   `straggler_budget`, carried in the state (with the SDK client's default cap
   of 10 rounds, 4 ageing hops and 3 moves leave 3 rounds for questions and
   drains).
+* standing: an instance that knows it is slow (`compute.standing`: its own
+  rate for the tool under `straggler_ratio` of the paces its peers gave the
+  calls that arrive) hands a round on at admission, before any step: the
+  same move (no ageing, retried at once, within the budget), without the
+  measured slice the rule above costs each call that lands there.
 * queue: a prioritized request queued here for a slot hands back (retried
   at once) when the operator says capacity appeared elsewhere (a scale-out:
   `POST /admin/rebalance`), or after `queue_wait_ms` if set, so new
@@ -153,6 +158,21 @@ class SheddingPolicy:
             return False
         assert b.pace is not None
         return b.steps * 1000 / b.slice_ms < self.settings.straggler_ratio * b.pace.rate
+
+    def hands_on(self, pace: Pace | None, *, slow: bool) -> bool:
+        """Whether a round is handed on at admission because this instance knows it is `slow`: the straggler
+        rule is on and the request has moves left (one with none is served here, so the round cap holds)."""
+        s = self.settings
+        moves = pace.moves if pace is not None else 0
+        return slow and s.enabled and s.straggler_ratio > 0 and moves < s.straggler_budget
+
+    @staticmethod
+    def handed_on(pace: Pace | None, instance_id: str) -> Pace:
+        """The pace a round carries on after `hands_on`: one move more, rate untouched (nothing ran here), and
+        this instance marked as fled (`fled_here`), so a round back here moves on even after it forgets."""
+        if pace is None:
+            return Pace(rate=0.0, samples=0, moves=1, fled=instance_id)
+        return replace(pace, moves=pace.moves + 1, fled=instance_id)
 
     def may_leave_queue(self, pace: Pace | None) -> bool:
         """Whether a request queued here for a slot may move on (a rebalance, a long wait): it has moves left

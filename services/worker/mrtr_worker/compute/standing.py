@@ -1,0 +1,95 @@
+"""An instance's standing against its peers for MRTR calls, learned from the sealed states alone.
+
+Why (issue 13 §1, `docs/benchmarks.md` "Stragglers"): the per-slice straggler rule moves a call only
+after a measured slice (1 s) on the slow instance, and round robin lands a call there one time in
+three at every hop, so with 3.4 s calls the tail stayed at 2.2x healthy. A slow instance has to know
+it is slow before it runs a step, as the task runner's slow worker does (`tasks.straggling`), but
+without a shared store: each resumed round brings in `trace.pace`, the rate its earlier instances
+gave it, so the paces that arrive are a sample of the peers' rates for that tool.
+
+* `Standing.observe`: this instance's own step rate per tool, weighted over its slices.
+* `Standing.bring`: the paces arriving from peers. A pace whose newest slice ran here (the round
+  was last handed back by this instance) says nothing about the peers and is left out, so a lone
+  instance never has evidence.
+* `slow_against`: own rate under the straggler ratio of the peers' median, each over a few samples.
+  A host slow as a whole brings in low paces too, so no instance of it is judged slow.
+
+Both sides are forgotten after `STALE_SECONDS` without a new sample: a slow instance that hands every
+call on measures nothing, forgets, runs the next calls and measures again, so a recovered instance
+learns it within a stale period and a couple of slices.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from mrtr_worker.state_layout import Pace
+
+OWN_WEIGHT = 0.5
+"""Weight of the newest slice in the own rate: a couple of slices decide, one noisy slice does not."""
+OWN_MIN_SAMPLES = 2
+"""Slices of a tool run here before its own rate is compared."""
+PEER_MIN_SAMPLES = 3
+"""Paces of a tool brought in from peers before their median is a reference."""
+PEER_KEEP = 9
+"""The newest paces kept per tool: the median follows the peers' recent speed."""
+STALE_SECONDS = 10.0
+"""A sample older than this is forgotten: a few seconds of calls, and the time a recovered instance takes to learn."""
+
+
+def from_peer(visited: Sequence[Sequence[Any]], instance_id: str) -> bool:
+    """Whether a round's pace was last measured elsewhere: the round was handed back by another instance."""
+    return bool(visited) and bool(visited[-1]) and visited[-1][0] != instance_id
+
+
+def slow_against(own: float | None, peers: Sequence[float], ratio: float) -> bool:
+    """Whether `own` (None: too few slices) is under `ratio` of the median of `peers` (0: the rule is off)."""
+    if ratio <= 0 or own is None or len(peers) < PEER_MIN_SAMPLES:
+        return False
+    return own < ratio * median(peers)
+
+
+@dataclass
+class Standing:
+    """What this instance has seen lately, per tool: its own step rate and the paces its peers gave calls."""
+
+    own: dict[str, tuple[float, int, float]] = field(default_factory=dict)
+    """tool -> (weighted rate in steps/s, slices folded in, clock time of the newest)."""
+    peers: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
+    """tool -> (pace rate, clock time it arrived), newest last."""
+
+    def observe(self, tool: str, steps: int, elapsed_ms: float, now: float) -> None:
+        """Fold in one slice of `tool` that ran `steps` here in `elapsed_ms`."""
+        if steps <= 0 or elapsed_ms <= 0:
+            return
+        rate = steps * 1000 / elapsed_ms
+        before = self.own.get(tool)
+        if before is None or now - before[2] > STALE_SECONDS:
+            self.own[tool] = (rate, 1, now)
+        else:
+            self.own[tool] = (OWN_WEIGHT * rate + (1 - OWN_WEIGHT) * before[0], before[1] + 1, now)
+
+    def bring(self, tool: str, pace: Pace | None, *, peer: bool, now: float) -> None:
+        """Note the pace a round of `tool` brought in; `peer`: it was measured elsewhere (`from_peer`)."""
+        if not peer or pace is None or pace.samples == 0 or pace.rate <= 0:
+            return
+        self.peers.setdefault(tool, deque(maxlen=PEER_KEEP)).append((pace.rate, now))
+
+    def own_rate(self, tool: str, now: float) -> float | None:
+        """This instance's recent rate for `tool`, or None if too few slices or none lately."""
+        mine = self.own.get(tool)
+        if mine is None or mine[1] < OWN_MIN_SAMPLES or now - mine[2] > STALE_SECONDS:
+            return None
+        return mine[0]
+
+    def peer_rates(self, tool: str, now: float) -> list[float]:
+        """The paces brought in lately for `tool`."""
+        return [rate for rate, at in self.peers.get(tool, ()) if now - at <= STALE_SECONDS]
+
+    def slow(self, tool: str, ratio: float, now: float) -> bool:
+        """Whether this instance knows it steps `tool` clearly slower than its peers (see `slow_against`)."""
+        return slow_against(self.own_rate(tool, now), self.peer_rates(tool, now), ratio)

@@ -1,0 +1,163 @@
+"""An instance's standing against its peers (`compute.standing`) and the admission move it drives, as tables.
+
+Defaults under test: straggler ratio 0.5, a budget of 3 moves, 2 own slices and 3 peer paces before a
+judgement, samples forgotten after `STALE_SECONDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from mrtr_worker.compute.policy import SheddingPolicy, SheddingSettings
+from mrtr_worker.compute.standing import PEER_KEEP, STALE_SECONDS, Standing, from_peer, slow_against
+from mrtr_worker.state_layout import Pace
+
+T0 = 1000.0
+PEER = Pace(rate=10.0, samples=2)
+
+
+@pytest.mark.parametrize(
+    ("own", "peers", "ratio", "slow"),
+    [
+        (2.5, [10.0, 10.0, 10.0], 0.5, True),  # a quarter of its peers' speed
+        (4.99, [10.0, 10.0, 10.0], 0.5, True),
+        (5.0, [10.0, 10.0, 10.0], 0.5, False),  # exactly the ratio: not clearly slower
+        (2.5, [10.0, 10.0], 0.5, False),  # two peer paces are not yet a reference
+        (None, [10.0, 10.0, 10.0], 0.5, False),  # too few slices of its own
+        (2.5, [], 0.5, False),  # alone: no evidence
+        (2.5, [2.5, 2.6, 2.4], 0.5, False),  # the whole host is slow: the peers' paces are low too
+        (2.5, [1.0, 10.0, 10.0], 0.5, True),  # the median, not the mean or the slowest, is the reference
+        (2.5, [1.0, 1.0, 10.0], 0.5, False),
+        (2.5, [10.0, 10.0, 10.0], 0.0, False),  # the straggler rule off
+        (2.5, [10.0, 10.0, 10.0], 0.2, False),
+    ],
+)
+def test_slow_against(own: float | None, peers: list[float], ratio: float, slow: bool) -> None:
+    assert slow_against(own, peers, ratio) is slow
+
+
+@pytest.mark.parametrize(
+    ("visited", "peer"),
+    [
+        ([], False),  # a first round: nothing was measured anywhere
+        ([["w-a", 2]], True),
+        ([["w-a", 2], ["w-test", 2]], False),  # handed back by this instance: its own rate is the newest
+        ([["w-test", 2], ["w-a", 1]], True),
+        ([[]], False),
+    ],
+)
+def test_a_pace_is_a_peers_only_if_another_instance_ended_the_last_round(
+    visited: Sequence[Sequence[Any]], peer: bool
+) -> None:
+    assert from_peer(visited, "w-test") is peer
+
+
+def slow_standing(*, own_slices: int = 2, peer_paces: int = 3, now: float = T0) -> Standing:
+    """A standing that saw `own_slices` slices at 2.5 steps/s and `peer_paces` paces of 10 steps/s at `now`."""
+    standing = Standing()
+    for _ in range(own_slices):
+        standing.observe("count", 5, 2000, now)
+    for _ in range(peer_paces):
+        standing.bring("count", PEER, peer=True, now=now)
+    return standing
+
+
+@pytest.mark.parametrize(
+    ("own_slices", "peer_paces", "slow"), [(2, 3, True), (1, 3, False), (2, 2, False), (0, 9, False)]
+)
+def test_a_few_samples_on_each_side_decide(own_slices: int, peer_paces: int, slow: bool) -> None:
+    assert slow_standing(own_slices=own_slices, peer_paces=peer_paces).slow("count", 0.5, T0) is slow
+
+
+@pytest.mark.parametrize(("later", "slow"), [(0.0, True), (STALE_SECONDS, True), (STALE_SECONDS + 0.01, False)])
+def test_without_new_evidence_the_standing_is_forgotten(later: float, slow: bool) -> None:
+    assert slow_standing().slow("count", 0.5, T0 + later) is slow
+
+
+def test_standing_is_per_tool() -> None:
+    standing = slow_standing()
+    assert standing.slow("count", 0.5, T0)
+    assert not standing.slow("montecarlo", 0.5, T0)
+
+
+@pytest.mark.parametrize(
+    ("pace", "peer"),
+    [
+        (PEER, False),  # measured here
+        (None, True),  # a new call
+        (Pace(rate=0.0, samples=0, moves=1), True),  # moved before anything was measured
+        (Pace(rate=0.0, samples=2), True),
+    ],
+)
+def test_paces_that_say_nothing_of_the_peers_are_not_evidence(pace: Pace | None, peer: bool) -> None:
+    standing = slow_standing(peer_paces=2)
+    standing.bring("count", pace, peer=peer, now=T0)
+    assert standing.peer_rates("count", T0) == [10.0, 10.0]
+    assert not standing.slow("count", 0.5, T0)
+
+
+def test_the_own_rate_follows_recent_slices_and_restarts_after_a_stale_period() -> None:
+    standing = slow_standing()
+    assert standing.own_rate("count", T0) == 2.5
+    standing.observe("count", 10, 1000, T0 + 1)  # recovered: 10 steps/s, weighted in by half
+    assert standing.own_rate("count", T0 + 1) == pytest.approx(6.25)
+    assert not standing.slow("count", 0.5, T0 + 1)
+    standing.observe("count", 0, 1000, T0 + 2)  # nothing ran: nothing learned
+    assert standing.own["count"][1] == 3
+    standing.observe("count", 5, 2000, T0 + 1 + STALE_SECONDS + 1)  # a stale rate starts over
+    assert standing.own_rate("count", T0 + 1 + STALE_SECONDS + 1) is None
+
+
+def test_only_the_newest_peer_paces_count() -> None:
+    standing = slow_standing(peer_paces=0)
+    for _ in range(PEER_KEEP):
+        standing.bring("count", Pace(rate=2.5, samples=2), peer=True, now=T0)
+    assert not standing.slow("count", 0.5, T0)  # peers as slow as this instance
+    for _ in range(PEER_KEEP // 2 + 1):
+        standing.bring("count", PEER, peer=True, now=T0)
+    assert standing.slow("count", 0.5, T0)  # the peers got faster: the median follows
+
+
+# -- the policy's admission move ----------------------------------------------------------------------------
+
+DEFAULT = SheddingPolicy(SheddingSettings())
+
+
+@pytest.mark.parametrize(
+    ("policy", "pace", "slow", "hands_on"),
+    [
+        (DEFAULT, None, True, True),  # a new call
+        (DEFAULT, PEER, True, True),
+        (DEFAULT, Pace(rate=10.0, samples=2, moves=2), True, True),
+        (DEFAULT, Pace(rate=10.0, samples=2, moves=3), True, False),  # no moves left: served here
+        (DEFAULT, PEER, False, False),
+        (SheddingPolicy(SheddingSettings(straggler_ratio=0)), PEER, True, False),
+        (SheddingPolicy(SheddingSettings(enabled=False)), PEER, True, False),
+        (SheddingPolicy(SheddingSettings(straggler_budget=0)), None, True, False),
+    ],
+)
+def test_hands_on_at_admission(policy: SheddingPolicy, pace: Pace | None, slow: bool, hands_on: bool) -> None:
+    assert policy.hands_on(pace, slow=slow) is hands_on
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (None, Pace(rate=0.0, samples=0, moves=1, fled="w-slow")),
+        (Pace(rate=10.0, samples=2, moves=1, fled="w-other"), Pace(rate=10.0, samples=2, moves=2, fled="w-slow")),
+    ],
+)
+def test_an_admission_move_spends_one_move_and_keeps_the_rate(before: Pace | None, after: Pace) -> None:
+    assert SheddingPolicy.handed_on(before, "w-slow") == after
+
+
+def test_admission_moves_stop_at_the_budget() -> None:
+    pace: Pace | None = None
+    moves = 0
+    while DEFAULT.hands_on(pace, slow=True):
+        pace = SheddingPolicy.handed_on(pace, "w-slow")
+        moves += 1
+    assert moves == SheddingSettings().straggler_budget
