@@ -29,7 +29,7 @@ from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.queueing import wait_for_slot
 from mrtr_worker.compute.slots import Slots
-from mrtr_worker.compute.standing import Standing, from_peer
+from mrtr_worker.compute.standing import Standing, from_peer, last_instance
 from mrtr_worker.compute.step_pool import StepPool
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
@@ -116,6 +116,7 @@ class Engine:
                 state = question.apply(state, answer.content)
 
         slow = self._note_pace(rnd, computation.name)
+        fled = self.policy.just_fled(rnd.trace.pace, last_instance(rnd.trace.visited))
         # A round that cannot be handed back (`can_hand_back` False: a 2025-era wire, which the HTTP edge
         # now refuses, see `modern_only`) queues for a slot and runs to its end, never shed, not even by a drain.
         if self._lifecycle.draining and rnd.can_hand_back:
@@ -127,7 +128,7 @@ class Engine:
             rnd.trace.pace = self.policy.handed_on(rnd.trace.pace, rnd.identity.instance_id)
             return self._hand_back(rnd, state, steps, EndOfRound.STRAGGLER)
         if not self._slots.try_acquire():
-            if rnd.can_hand_back and not self.policy.prioritized(rnd.trace.fair_hops):
+            if rnd.can_hand_back and not (self.policy.prioritized(rnd.trace.fair_hops) or fled):
                 return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
             movable = rnd.can_hand_back and self.policy.may_leave_queue(rnd.trace.pace)
             patience = self.policy.queue_wait_s(rnd.trace.pace) if movable else None
@@ -136,13 +137,13 @@ class Engine:
                 return self._hand_back(rnd, state, steps, EndOfRound.PRESSURE)
         self._metrics.computations.inc()
         try:
-            return await self._run_slice(rnd, computation, state, steps)
+            return await self._run_slice(rnd, computation, state, steps, fled=fled)
         finally:
             self._metrics.computations.dec()
             self._slots.release()
 
     async def _run_slice(
-        self, rnd: Round, computation: Computation, state: State, steps: int
+        self, rnd: Round, computation: Computation, state: State, steps: int, *, fled: bool
     ) -> CallToolResult | InputRequiredResult:
         started = self._clock()
         here = 0  # steps in this slice: the pace this instance keeps
@@ -164,6 +165,7 @@ class Engine:
                     draining=self._lifecycle.draining,
                     steps=here,
                     pace=rnd.trace.pace,
+                    fled=fled,
                 )
                 reason = self.policy.at_boundary(boundary) if rnd.can_hand_back else None
                 if reason is not None:

@@ -100,6 +100,8 @@ class Boundary:
     """The rate the request saw before this round, if it carries one."""
     alone: bool = False
     """No other instance could take the work on (a task slice put back would come straight back here): no move."""
+    fled: bool = False
+    """The round comes straight from a straggler that handed it on (`just_fled`): served here like a prioritized one."""
 
 
 class SheddingPolicy:
@@ -110,13 +112,22 @@ class SheddingPolicy:
         """Whether a request has aged into priority (it waits for a slot rather than being shed)."""
         return not self.settings.enabled or hops >= self.settings.priority_after_hops
 
+    def just_fled(self, pace: Pace | None, last: str | None) -> bool:
+        """Whether `last` (the instance that ended the previous round) handed this round on as a straggler.
+
+        Such a round is served where it lands like a prioritized one (it waits for a slot, and pressure and
+        the time slice do not shed it): handed back, it would go back to the proxy's round robin, which lands
+        it on the straggler one time in three, spending its moves there until it is served there at its speed.
+        """
+        return self.settings.enabled and pace is not None and pace.fled is not None and pace.fled == last
+
     def at_boundary(self, b: Boundary) -> EndOfRound | None:
         """The reason to yield at this boundary, or None to run the next step."""
         if b.draining:
             return EndOfRound.DRAIN
         if self.straggling(b):
             return EndOfRound.STRAGGLER
-        if self.prioritized(b.hops):
+        if self.prioritized(b.hops) or b.fled:
             return None
         s = self.settings
         if b.waiting and b.slice_ms >= s.min_slice_ms:

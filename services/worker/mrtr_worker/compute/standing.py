@@ -41,9 +41,17 @@ STALE_SECONDS = 10.0
 """A sample older than this is forgotten: a few seconds of calls, and the time a recovered instance takes to learn."""
 
 
+def last_instance(visited: Sequence[Sequence[Any]]) -> str | None:
+    """The instance that ended a round's previous round (None: a first round)."""
+    if not visited or not visited[-1] or not isinstance(visited[-1][0], str):
+        return None
+    return visited[-1][0]
+
+
 def from_peer(visited: Sequence[Sequence[Any]], instance_id: str) -> bool:
     """Whether a round's pace was last measured elsewhere: the round was handed back by another instance."""
-    return bool(visited) and bool(visited[-1]) and visited[-1][0] != instance_id
+    last = last_instance(visited)
+    return last is not None and last != instance_id
 
 
 def slow_against(own: float | None, peers: Sequence[float], ratio: float) -> bool:
