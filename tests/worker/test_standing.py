@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from mrtr_worker.compute.policy import SheddingPolicy, SheddingSettings
+from mrtr_protocol.rounds import EndOfRound
+from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.standing import PEER_KEEP, STALE_SECONDS, Standing, from_peer, slow_against
 from mrtr_worker.state_layout import Pace
 
@@ -161,3 +162,39 @@ def test_admission_moves_stop_at_the_budget() -> None:
         pace = SheddingPolicy.handed_on(pace, "w-slow")
         moves += 1
     assert moves == SheddingSettings().straggler_budget
+
+
+# -- where a round handed on by a straggler lands ----------------------------------------------------------
+
+FLED = Pace(rate=10.0, samples=2, moves=1, fled="w-slow")
+
+
+@pytest.mark.parametrize(
+    ("policy", "pace", "last", "fled"),
+    [
+        (DEFAULT, FLED, "w-slow", True),  # straight from the straggler
+        (DEFAULT, FLED, "w-other", False),  # it has run elsewhere since
+        (DEFAULT, FLED, None, False),
+        (DEFAULT, Pace(rate=10.0, samples=2, moves=1), "w-slow", False),
+        (DEFAULT, None, "w-slow", False),
+        (SheddingPolicy(SheddingSettings(enabled=False)), FLED, "w-slow", False),
+    ],
+)
+def test_just_fled(policy: SheddingPolicy, pace: Pace | None, last: str | None, fled: bool) -> None:
+    assert policy.just_fled(pace, last) is fled
+
+
+@pytest.mark.parametrize(
+    ("at", "expected"),
+    [
+        (Boundary(slice_ms=5000, hops=0, waiting=3, draining=False, fled=True), None),  # no pressure, no slice
+        (Boundary(slice_ms=5000, hops=0, waiting=3, draining=False), EndOfRound.PRESSURE),
+        (Boundary(slice_ms=0, hops=0, waiting=0, draining=True, fled=True), EndOfRound.DRAIN),
+        (  # off a second straggler all the same, within the budget
+            Boundary(slice_ms=1000, hops=0, waiting=0, draining=False, steps=2, pace=FLED, fled=True),
+            EndOfRound.STRAGGLER,
+        ),
+    ],
+)
+def test_a_round_just_fled_is_served_like_a_prioritized_one(at: Boundary, expected: EndOfRound | None) -> None:
+    assert DEFAULT.at_boundary(at) is expected

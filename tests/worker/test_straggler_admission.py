@@ -6,18 +6,25 @@ known; `executor.submitted` tells whether a round ran any step here.
 
 from __future__ import annotations
 
+import asyncio
+
 from mrtr_worker.compute.computation import Computation
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.compute.standing import STALE_SECONDS
 from mrtr_worker.state_layout import Pace, Trace
 from tests.worker.test_engine import (
     IDENTITY,
+    WAIT,
     FakeClock,
     InlineExecutor,
+    ManualExecutor,
+    complete,
     counting,
     handed_back,
     make_engine,
     make_round,
+    settled,
+    state_after_hops,
 )
 from tests.worker.test_straggler import TEN_PER_SECOND, pace_of
 
@@ -111,3 +118,45 @@ async def test_the_rule_off_never_hands_on_at_admission() -> None:
     hint, _, _ = handed_back(await engine.run(make_round(arriving(TEN_PER_SECOND)), slow, {"n": 20}))
     assert hint["reason"] == "slice"
     assert executor.submitted > ran
+
+
+async def test_a_round_a_straggler_handed_on_waits_for_a_slot_and_is_not_shed_by_pressure() -> None:
+    clock, executor = FakeClock(), ManualExecutor()
+    engine, _ = make_engine(executor, clock, max_concurrent=1, min_slice_ms=100)
+    computation = counting(clock)
+    running = asyncio.create_task(engine.run(make_round(), computation, {"n": 1}))
+    first = await executor.next_step()
+
+    fled = Pace(rate=10.0, samples=2, moves=1, fled="w-slow")
+    from_the_straggler = asyncio.create_task(
+        engine.run(make_round(arriving(fled, last="w-slow", done=17)), computation, {"n": 20})
+    )
+    await settled(lambda: engine.slots.waiting == 1, "the round from the straggler queues instead of being refused")
+    first.run()
+    complete(await asyncio.wait_for(running, WAIT))
+
+    await executor.run_step()
+    prioritized = asyncio.create_task(engine.run(make_round(state_after_hops(4)), computation, {"n": 1}))
+    await settled(lambda: engine.slots.waiting == 1, "a prioritized round waits behind it")
+    await executor.run_step()  # 200 ms into its slice with a round waiting: pressure would shed it here
+    await executor.run_step()
+    result, _ = complete(await asyncio.wait_for(from_the_straggler, WAIT))
+    assert result == {"counted": 20}
+
+    await executor.run_step()
+    complete(await asyncio.wait_for(prioritized, WAIT))
+
+
+async def test_a_round_refused_after_running_elsewhere_since_it_fled() -> None:
+    clock, executor = FakeClock(), ManualExecutor()
+    engine, _ = make_engine(executor, clock, max_concurrent=1)
+    computation = counting(clock)
+    running = asyncio.create_task(engine.run(make_round(), computation, {"n": 1}))
+    first = await executor.next_step()
+
+    fled = Pace(rate=10.0, samples=2, moves=1, fled="w-slow")
+    hint, _, _ = handed_back(await engine.run(make_round(arriving(fled, last="w-other")), computation, {"n": 3}))
+    assert hint["reason"] == "admission"
+
+    first.run()
+    complete(await asyncio.wait_for(running, WAIT))

@@ -28,7 +28,9 @@ than the step in progress (and a drain takes at most one step):
   rate for the tool under `straggler_ratio` of the paces its peers gave the
   calls that arrive) hands a round on at admission, before any step: the
   same move (no ageing, retried at once, within the budget), without the
-  measured slice the rule above costs each call that lands there.
+  measured slice the rule above costs each call that lands there. The
+  instance that takes a round straight from a straggler serves it like a
+  prioritized one (`just_fled`), or round robin would bring it back there.
 * queue: a prioritized request queued here for a slot hands back (retried
   at once) when the operator says capacity appeared elsewhere (a scale-out:
   `POST /admin/rebalance`), or after `queue_wait_ms` if set, so new
