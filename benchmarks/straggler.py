@@ -55,12 +55,14 @@ from mrtr_worker.compute.policy import SheddingSettings
 WORKERS = 3
 MODES = {
     "shedding on": {},
+    "rule at slices only": {"MRTR_WORKER_STRAGGLER_AT_ADMISSION": "false"},
     "straggler rule off": {"MRTR_WORKER_STRAGGLER_RATIO": "0"},
     "shedding off": {"MRTR_WORKER_SHEDDING": "false"},
 }
 RUNS = (
     ("all healthy, shedding on", "shedding on", False),
     ("one slow, shedding on (straggler rule)", "shedding on", True),
+    ("one slow, straggler rule at slices only (no admission)", "rule at slices only", True),
     ("one slow, straggler rule off", "straggler rule off", True),
     ("one slow, shedding off", "shedding off", True),
 )
@@ -262,7 +264,9 @@ def report(results: dict[str, Run], call: PrimesCall, callers: int, window: floa
         f"{callers} closed-loop callers of `count_primes({call.limit:,})` ({call.steps} steps) through the proxy "
         f"of {WORKERS} workers for {window:g} s a row; in the slow rows a duty cycle of SIGSTOP/SIGCONT keeps one "
         f"worker and its step pool running {THROTTLE_RUNNING:.0%} of every {THROTTLE_PERIOD * 1000:.0f} ms. "
-        "Three clusters differ only in settings: defaults (straggler rule on), `MRTR_WORKER_STRAGGLER_RATIO=0`, "
+        "Four clusters differ only in settings: defaults (straggler rule on: a slow instance hands rounds on at "
+        "admission once it has learned it is slow, and any instance moves a call after a measured slow slice), "
+        "`MRTR_WORKER_STRAGGLER_AT_ADMISSION=false` (the per-slice rule only), `MRTR_WORKER_STRAGGLER_RATIO=0`, "
         "`MRTR_WORKER_SHEDDING=false`. **Calls done**: complete and exact within the window; percentiles cover "
         "every call started in it; the client keeps its default cap of 32 rounds; **moves**: straggler hand-backs.",
         "",

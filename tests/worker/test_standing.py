@@ -14,6 +14,8 @@ import pytest
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.standing import PEER_KEEP, STALE_SECONDS, Standing, from_peer, slow_against
+from mrtr_worker.config import WorkerSettings
+from mrtr_worker.keyring import new_ring
 from mrtr_worker.state_layout import Pace
 
 T0 = 1000.0
@@ -138,6 +140,7 @@ DEFAULT = SheddingPolicy(SheddingSettings())
         (SheddingPolicy(SheddingSettings(straggler_ratio=0)), PEER, True, False),
         (SheddingPolicy(SheddingSettings(enabled=False)), PEER, True, False),
         (SheddingPolicy(SheddingSettings(straggler_budget=0)), None, True, False),
+        (SheddingPolicy(SheddingSettings(straggler_at_admission=False)), PEER, True, False),  # slices only
     ],
 )
 def test_hands_on_at_admission(policy: SheddingPolicy, pace: Pace | None, slow: bool, hands_on: bool) -> None:
@@ -198,3 +201,11 @@ def test_just_fled(policy: SheddingPolicy, pace: Pace | None, last: str | None, 
 )
 def test_a_round_just_fled_is_served_like_a_prioritized_one(at: Boundary, expected: EndOfRound | None) -> None:
     assert DEFAULT.at_boundary(at) is expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [("false", False), ("true", True)])
+def test_the_admission_switch_reaches_the_policy(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -> None:
+    monkeypatch.setenv("MRTR_WORKER_KEYRING", new_ring("k1").dumps())
+    monkeypatch.setenv("MRTR_WORKER_ALLOW_ANONYMOUS", "true")
+    monkeypatch.setenv("MRTR_WORKER_STRAGGLER_AT_ADMISSION", value)
+    assert WorkerSettings().shedding_settings().straggler_at_admission is expected

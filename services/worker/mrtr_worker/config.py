@@ -102,6 +102,9 @@ class WorkerSettings(BaseSettings):
     """A prioritized call queued this long for a slot moves on (within its budget of moves); 0: it waits."""
     straggler_ratio: float = Field(default=0.5, ge=0, lt=1)
     """Hand a computation on when this instance steps it under this fraction of the rate it saw elsewhere; 0: off."""
+    straggler_at_admission: bool = True
+    """An instance that learned it is slow against its peers hands rounds on before running a step (see
+    `compute.standing`); false leaves only the per-slice rule (a measured slice here before a call moves)."""
     drain_timeout_seconds: int = Field(default=30, ge=1)
     """Upper bound on a graceful stop; a drain normally takes one step."""
 
@@ -204,6 +207,7 @@ class WorkerSettings(BaseSettings):
             priority_after_hops=self.priority_after_hops,
             queue_wait_ms=self.queue_wait_ms,
             straggler_ratio=self.straggler_ratio,
+            straggler_at_admission=self.straggler_at_admission,
         )
 
     def public_base(self) -> str:

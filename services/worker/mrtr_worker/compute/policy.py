@@ -78,6 +78,9 @@ class SheddingSettings:
     retry_after_cap_ms: int = 500
     straggler_ratio: float = 0.5
     """Hand a computation on when it steps here under this fraction of the rate it saw elsewhere; 0 turns it off."""
+    straggler_at_admission: bool = True
+    """An instance that knows it is slow (`compute.standing`) hands rounds on before any step; off: only the
+    per-slice rule moves calls off it (kept as a switch so the benchmark can show what admission adds)."""
     straggler_min_slice_ms: int = 1000
     """Measured time here before rates are compared, so one slow step (noise) does not bounce a call."""
     straggler_budget: int = 3
@@ -177,7 +180,7 @@ class SheddingPolicy:
         rule is on and the request has moves left (one with none is served here, so the round cap holds)."""
         s = self.settings
         moves = pace.moves if pace is not None else 0
-        return slow and s.enabled and s.straggler_ratio > 0 and moves < s.straggler_budget
+        return slow and s.enabled and s.straggler_at_admission and s.straggler_ratio > 0 and moves < s.straggler_budget
 
     @staticmethod
     def handed_on(pace: Pace | None, instance_id: str) -> Pace:
