@@ -160,8 +160,8 @@ def report(
         "hop** is (median wall time with hops - median without) / hops on the same path, so the steps cancel "
         "out; that is the figure the target applies to. The steps are kept short on purpose: step speed "
         "differs by up to ~15% between worker processes, which over long steps would swamp the hop cost. "
-        "The CPU columns split the cost between the client (the MRTR client library on its keep-alive "
-        "`http.client` connection), the proxy and the workers' main processes (means: CPU time comes in "
+        "The CPU columns split the cost between the client (the MRTR client library on its lean keep-alive "
+        "connection), the proxy and the workers' main processes (means: CPU time comes in "
         "10 ms ticks). Wall times are medians of "
         f"{rounds} interleaved runs per row.",
         "",

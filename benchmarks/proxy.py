@@ -190,10 +190,8 @@ def report(
         "profile's HAProxy runs); the quiet lean proxy is compared with an HAProxy that logs nothing. "
         "Everything shares the machine's two cores with the load generator, so "
         "throughput is what the whole box does, and a proxy's CPU per request is what it takes from the "
-        "workers. **Added p50** is the path's median latency minus the direct one. Direct is not a free "
-        "baseline: uvicorn sends a response's headers and body in two writes, which a client talking to a "
-        "worker must read apart; a proxy that passes both on at once spares it that, so a proxy can come out "
-        "below direct, and at one client the added p50 moves by a few tenths of a millisecond from run to run. "
+        "workers. **Added p50** is the path's median latency minus the direct one; at one client it moves by a "
+        "few tenths of a millisecond from run to run. "
         "The proxies' CPU per request is the steadier comparison. **Upstream connections**: those the proxy "
         "held to the workers right after each throughput cell (direct: one per client connection, "
         f"{concurrency} spread over the workers).",
