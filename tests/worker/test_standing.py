@@ -173,18 +173,19 @@ FLED = Pace(rate=10.0, samples=2, moves=1, fled="w-slow")
 
 
 @pytest.mark.parametrize(
-    ("policy", "pace", "last", "fled"),
+    ("policy", "pace", "last", "here", "fled"),
     [
-        (DEFAULT, FLED, "w-slow", True),  # straight from the straggler
-        (DEFAULT, FLED, "w-other", False),  # it has run elsewhere since
-        (DEFAULT, FLED, None, False),
-        (DEFAULT, Pace(rate=10.0, samples=2, moves=1), "w-slow", False),
-        (DEFAULT, None, "w-slow", False),
-        (SheddingPolicy(SheddingSettings(enabled=False)), FLED, "w-slow", False),
+        (DEFAULT, FLED, "w-slow", "w-fast", True),  # straight from the straggler
+        (DEFAULT, FLED, "w-slow", "w-slow", False),  # back on the straggler itself (alone, or round robin)
+        (DEFAULT, FLED, "w-other", "w-fast", False),  # it has run elsewhere since
+        (DEFAULT, FLED, None, "w-fast", False),
+        (DEFAULT, Pace(rate=10.0, samples=2, moves=1), "w-slow", "w-fast", False),
+        (DEFAULT, None, "w-slow", "w-fast", False),
+        (SheddingPolicy(SheddingSettings(enabled=False)), FLED, "w-slow", "w-fast", False),
     ],
 )
-def test_just_fled(policy: SheddingPolicy, pace: Pace | None, last: str | None, fled: bool) -> None:
-    assert policy.just_fled(pace, last) is fled
+def test_just_fled(policy: SheddingPolicy, pace: Pace | None, last: str | None, here: str, fled: bool) -> None:
+    assert policy.just_fled(pace, last, here) is fled
 
 
 @pytest.mark.parametrize(

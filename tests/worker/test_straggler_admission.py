@@ -160,3 +160,16 @@ async def test_a_round_refused_after_running_elsewhere_since_it_fled() -> None:
 
     first.run()
     complete(await asyncio.wait_for(running, WAIT))
+
+
+async def test_a_round_back_on_the_straggler_it_fled_keeps_its_time_slice() -> None:
+    """A lone instance that moved a call off itself (its rate dipped against the pace it set itself) meets the
+    round again: with no moves left it is served, but as any round, so the time slice still ends it."""
+    clock, executor = FakeClock(), InlineExecutor()
+    engine, _ = make_engine(executor, clock, max_slice_ms=250)
+    spent = Pace(rate=10.0, samples=2, moves=3, fled=IDENTITY.instance_id)
+    hint, _, _ = handed_back(
+        await engine.run(make_round(arriving(spent, last=IDENTITY.instance_id)), counting(clock), {"n": 20})
+    )
+    assert hint["reason"] == "slice"
+    assert executor.submitted < 20

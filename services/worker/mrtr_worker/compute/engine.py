@@ -116,7 +116,7 @@ class Engine:
                 state = question.apply(state, answer.content)
 
         slow = self._note_pace(rnd, computation.name)
-        fled = self.policy.just_fled(rnd.trace.pace, last_instance(rnd.trace.visited))
+        fled = self.policy.just_fled(rnd.trace.pace, last_instance(rnd.trace.visited), rnd.identity.instance_id)
         # A round that cannot be handed back (`can_hand_back` False: a 2025-era wire, which the HTTP edge
         # now refuses, see `modern_only`) queues for a slot and runs to its end, never shed, not even by a drain.
         if self._lifecycle.draining and rnd.can_hand_back:

@@ -117,14 +117,17 @@ class SheddingPolicy:
         """Whether a request has aged into priority (it waits for a slot rather than being shed)."""
         return not self.settings.enabled or hops >= self.settings.priority_after_hops
 
-    def just_fled(self, pace: Pace | None, last: str | None) -> bool:
-        """Whether `last` (the instance that ended the previous round) handed this round on as a straggler.
+    def just_fled(self, pace: Pace | None, last: str | None, here: str) -> bool:
+        """Whether `last` (the instance that ended the previous round) handed this round on as a straggler, and
+        this is another instance.
 
         Such a round is served where it lands like a prioritized one (it waits for a slot, and pressure and
         the time slice do not shed it): handed back, it would go back to the proxy's round robin, which lands
         it on the straggler one time in three, spending its moves there until it is served there at its speed.
+        A round back on the straggler itself (a lone instance, or round robin) is not: `fled_here` moves it on
+        while it has moves, then it is served as any other round, time slice and all.
         """
-        return self.settings.enabled and pace is not None and pace.fled is not None and pace.fled == last
+        return self.settings.enabled and pace is not None and pace.fled is not None and pace.fled == last != here
 
     def at_boundary(self, b: Boundary) -> EndOfRound | None:
         """The reason to yield at this boundary, or None to run the next step."""
