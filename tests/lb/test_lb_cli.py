@@ -103,11 +103,14 @@ def test_bad_config_is_one_line_and_exit_2(args: list[str], env: dict[str, str],
 
 
 async def _refused(url: str) -> bool:
-    """The listener is closed (the proxy began its graceful stop)."""
+    """The listener is closed (the proxy began its graceful stop).
+
+    A connect that raced the close is reset rather than refused (it sat in the closed listener's backlog).
+    """
     host, port = url.removeprefix("http://").rsplit(":", 1)
     try:
         _, writer = await asyncio.open_connection(host, int(port))
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):
         return True
     writer.close()
     return False
