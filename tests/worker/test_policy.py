@@ -26,9 +26,19 @@ def boundary(
     steps: int = 0,
     pace: Pace | None = None,
     alone: bool = False,
+    pace_here: bool = False,
+    reference: float | None = None,
 ) -> Boundary:
     return Boundary(
-        slice_ms=slice_ms, hops=hops, waiting=waiting, draining=draining, steps=steps, pace=pace, alone=alone
+        slice_ms=slice_ms,
+        hops=hops,
+        waiting=waiting,
+        draining=draining,
+        steps=steps,
+        pace=pace,
+        alone=alone,
+        pace_here=pace_here,
+        reference=reference,
     )
 
 
@@ -137,6 +147,28 @@ STRAGGLERS = {
     # nothing to compare with
     "no pace carried": (DEFAULT, boundary(1000, steps=1), None),
     "pace with no sample": (DEFAULT, boundary(1000, steps=1, pace=Pace(rate=0, samples=0)), None),
+    # the peers' paces seen here (`reference`) measure a round that brings no pace of its own, or one from here
+    "new call, peers at 10/s": (DEFAULT, boundary(1000, steps=4, reference=10.0), EndOfRound.STRAGGLER),
+    "new call, peers at 8/s": (DEFAULT, boundary(1000, steps=4, reference=8.0), None),
+    "new call, slow before the measured slice": (DEFAULT, boundary(999, steps=1, reference=10.0), None),
+    "moved once, nothing measured": (
+        DEFAULT,
+        boundary(1000, steps=1, pace=Pace(0, 0, moves=1), reference=10.0),
+        EndOfRound.STRAGGLER,
+    ),
+    "new call, budget spent": (DEFAULT, boundary(1000, steps=1, pace=Pace(0, 0, moves=3), reference=10.0), None),
+    "pace from here, peers faster": (
+        DEFAULT,
+        boundary(1000, steps=1, pace=Pace(1.2, 1), pace_here=True, reference=10.0),
+        EndOfRound.STRAGGLER,
+    ),
+    "pace from here, no peers seen": (DEFAULT, boundary(1000, steps=1, pace=Pace(1.2, 1), pace_here=True), None),
+    "pace from a peer wins over the reference": (
+        DEFAULT,
+        boundary(1000, steps=4, pace=Pace(6.0, 2), reference=10.0),
+        None,
+    ),
+    "new call, peers at 10/s, rule off": (STRAGGLER_OFF, boundary(1000, steps=1, reference=10.0), None),
     # budget: three moves per request, then it stays (and ages as usual)
     "one move made": (DEFAULT, boundary(1000, steps=1, pace=Pace(10, 3, moves=1)), EndOfRound.STRAGGLER),
     "budget spent": (DEFAULT, boundary(1000, steps=1, pace=Pace(10, 3, moves=3)), None),

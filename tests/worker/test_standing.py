@@ -1,7 +1,7 @@
 """An instance's standing against its peers (`compute.standing`) and the admission move it drives, as tables.
 
 Defaults under test: straggler ratio 0.5, a budget of 3 moves, 2 own slices and 3 peer paces before a
-judgement, samples forgotten after `STALE_SECONDS`.
+judgement, peer paces forgotten after `PEER_STALE_SECONDS`, the own rate kept and probed after `PROBE_EVERY`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,16 @@ import pytest
 
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
-from mrtr_worker.compute.standing import PEER_KEEP, STALE_SECONDS, Standing, from_peer, slow_against
+from mrtr_worker.compute.standing import (
+    PEER_KEEP,
+    PEER_STALE_SECONDS,
+    PROBE_EVERY,
+    PROBE_PATIENCE,
+    Judgement,
+    Standing,
+    from_peer,
+    slow_against,
+)
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.keyring import new_ring
 from mrtr_worker.state_layout import Pace
@@ -75,8 +84,10 @@ def test_a_few_samples_on_each_side_decide(own_slices: int, peer_paces: int, slo
     assert slow_standing(own_slices=own_slices, peer_paces=peer_paces).slow("count", 0.5, T0) is slow
 
 
-@pytest.mark.parametrize(("later", "slow"), [(0.0, True), (STALE_SECONDS, True), (STALE_SECONDS + 0.01, False)])
-def test_without_new_evidence_the_standing_is_forgotten(later: float, slow: bool) -> None:
+@pytest.mark.parametrize(
+    ("later", "slow"), [(0.0, True), (PEER_STALE_SECONDS, True), (PEER_STALE_SECONDS + 0.01, False)]
+)
+def test_without_peer_paces_lately_the_standing_is_forgotten(later: float, slow: bool) -> None:
     assert slow_standing().slow("count", 0.5, T0 + later) is slow
 
 
@@ -102,16 +113,74 @@ def test_paces_that_say_nothing_of_the_peers_are_not_evidence(pace: Pace | None,
     assert not standing.slow("count", 0.5, T0)
 
 
-def test_the_own_rate_follows_recent_slices_and_restarts_after_a_stale_period() -> None:
+def test_the_own_rate_follows_recent_slices_and_is_kept_however_old() -> None:
     standing = slow_standing()
-    assert standing.own_rate("count", T0) == 2.5
+    assert standing.own_rate("count") == 2.5
     standing.observe("count", 10, 1000, T0 + 1)  # recovered: 10 steps/s, weighted in by half
-    assert standing.own_rate("count", T0 + 1) == pytest.approx(6.25)
+    assert standing.own_rate("count") == pytest.approx(6.25)
     assert not standing.slow("count", 0.5, T0 + 1)
     standing.observe("count", 0, 1000, T0 + 2)  # nothing ran: nothing learned
     assert standing.own["count"][1] == 3
-    standing.observe("count", 5, 2000, T0 + 1 + STALE_SECONDS + 1)  # a stale rate starts over
-    assert standing.own_rate("count", T0 + 1 + STALE_SECONDS + 1) is None
+    standing.observe("count", 5, 2000, T0 + 100)  # much later: still weighted in, not started over
+    assert standing.own_rate("count") == pytest.approx(4.375)
+
+
+def test_the_reference_is_the_median_of_the_recent_peer_paces() -> None:
+    standing = Standing()
+    assert standing.reference("count", T0) is None
+    for rate in (4.0, 10.0, 12.0):
+        standing.bring("count", Pace(rate=rate, samples=1), peer=True, now=T0)
+    assert standing.reference("count", T0) == 10.0
+    assert standing.reference("count", T0 + PEER_STALE_SECONDS + 1) is None
+    assert standing.reference("montecarlo", T0) is None
+
+
+@pytest.mark.parametrize(
+    ("own_age", "probe_age", "judgement"),
+    [
+        (0.0, None, Judgement.SLOW),
+        (PROBE_EVERY, None, Judgement.SLOW),
+        (PROBE_EVERY + 0.01, None, Judgement.PROBE),  # not measured lately: one round runs here to measure
+        (PROBE_EVERY + 5, 1.0, Judgement.SLOW),  # a probe is out: the others are still handed on
+        (PROBE_EVERY + 5, PROBE_PATIENCE, Judgement.SLOW),
+        (PROBE_EVERY + 5, PROBE_PATIENCE + 0.01, Judgement.PROBE),  # that probe never reported: another
+    ],
+)
+def test_a_slow_instance_keeps_its_standing_and_probes_one_round_at_a_time(
+    own_age: float, probe_age: float | None, judgement: Judgement
+) -> None:
+    now = T0 + own_age
+    standing = slow_standing()
+    for _ in range(3):
+        standing.bring("count", PEER, peer=True, now=now)  # rounds keep bringing peer paces in
+    if probe_age is not None:
+        standing.probing["count"] = now - probe_age
+    assert standing.judge("count", 0.5, now) is judgement
+
+
+def test_a_probe_confirms_the_standing_or_lifts_a_recovered_instance_out_of_it() -> None:
+    standing = slow_standing()
+    later = T0 + PROBE_EVERY + 1
+    for _ in range(3):
+        standing.bring("count", PEER, peer=True, now=later)
+    assert standing.judge("count", 0.5, later) is Judgement.PROBE
+    assert standing.judge("count", 0.5, later) is Judgement.SLOW  # one probe at a time
+    standing.observe("count", 3, 1000, later + 1)  # the probe's slice: still slow (3 steps/s against 10)
+    assert standing.judge("count", 0.5, later + 1) is Judgement.SLOW
+    assert "count" not in standing.probing
+
+    recovered = slow_standing()
+    for _ in range(3):
+        recovered.bring("count", PEER, peer=True, now=later)
+    assert recovered.judge("count", 0.5, later) is Judgement.PROBE
+    recovered.observe("count", 10, 1000, later + 1)  # full speed again: 6.25 weighted, over half of 10
+    assert recovered.judge("count", 0.5, later + 1) is Judgement.RUN
+
+
+@pytest.mark.parametrize(("own_slices", "peer_paces"), [(1, 3), (2, 2), (0, 9)])
+def test_too_little_evidence_runs_every_round(own_slices: int, peer_paces: int) -> None:
+    standing = slow_standing(own_slices=own_slices, peer_paces=peer_paces)
+    assert standing.judge("count", 0.5, T0) is Judgement.RUN
 
 
 def test_only_the_newest_peer_paces_count() -> None:

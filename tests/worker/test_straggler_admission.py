@@ -10,7 +10,7 @@ import asyncio
 
 from mrtr_worker.compute.computation import Computation
 from mrtr_worker.compute.engine import Engine
-from mrtr_worker.compute.standing import STALE_SECONDS
+from mrtr_worker.compute.standing import PROBE_EVERY
 from mrtr_worker.state_layout import Pace, Trace
 from tests.worker.test_engine import (
     IDENTITY,
@@ -38,6 +38,12 @@ def arriving(pace: Pace | None, *, last: str = "w-fast", hops: int = 1, done: in
     return IDENTITY.layout.encode(data, Trace(hops=hops, visited=[[last, 2]] * hops, pace=pace), {})
 
 
+def bring_peers(engine: Engine, clock: FakeClock, paces: int) -> None:
+    """Paces of 10 steps/s from a peer arriving now, as the rounds that land here keep bringing them."""
+    for _ in range(paces):
+        engine.standing.bring("count", TEN_PER_SECOND, peer=True, now=clock())
+
+
 async def learn(engine: Engine, slow: Computation, pace: Pace, *, last: str = "w-fast", rounds: int) -> None:
     """Serve `rounds` rounds carrying `pace`, each of which runs a measured slice here."""
     for _ in range(rounds):
@@ -45,7 +51,7 @@ async def learn(engine: Engine, slow: Computation, pace: Pace, *, last: str = "w
         assert hint["reason"] in {"straggler", "slice"}
 
 
-async def test_a_slow_instance_hands_rounds_on_at_admission_once_it_knows_then_forgets() -> None:
+async def test_a_slow_instance_hands_rounds_on_at_admission_once_it_knows_and_probes_now_and_then() -> None:
     clock, executor = FakeClock(), InlineExecutor()
     engine, metrics = make_engine(executor, clock)
     slow = counting(clock, SLOW_STEP)
@@ -75,12 +81,51 @@ async def test_a_slow_instance_hands_rounds_on_at_admission_once_it_knows_then_f
     assert executor.submitted > ran
     assert metrics.registry.get_sample_value("mrtr_worker_computations") == 0
 
-    # Without new evidence for a stale period it forgets, runs the next round, and measures again.
-    clock.advance(STALE_SECONDS + 1)
+    # Not measured for a while (it handed everything on), it lets one round run here as a probe: the per-slice
+    # rule moves that one after its measured slice, which confirms the standing for the next rounds.
+    clock.advance(PROBE_EVERY + 1)
+    bring_peers(engine, clock, 2)  # with the pace each round brings, peers' paces keep arriving
     ran = executor.submitted
     hint, _, _ = handed_back(await engine.run(make_round(arriving(TEN_PER_SECOND)), slow, {"n": 20}))
     assert hint["reason"] == "straggler"
-    assert executor.submitted > ran  # measured here first: the per-slice rule moved it
+    assert executor.submitted > ran  # measured here first
+    ran = executor.submitted
+    hint, _, _ = handed_back(await engine.run(make_round(arriving(TEN_PER_SECOND)), slow, {"n": 20}))
+    assert hint["reason"] == "straggler"
+    assert executor.submitted == ran  # handed on at admission again
+
+
+async def test_a_recovered_instance_learns_it_from_its_probe() -> None:
+    clock, executor = FakeClock(), InlineExecutor()
+    engine, _ = make_engine(executor, clock, max_slice_ms=1500)
+    await learn(engine, counting(clock, SLOW_STEP), TEN_PER_SECOND, rounds=3)
+    clock.advance(PROBE_EVERY + 1)
+    bring_peers(engine, clock, 2)
+    fast = counting(clock, 0.1)  # full speed again
+    hint, _, _ = handed_back(await engine.run(make_round(arriving(TEN_PER_SECOND)), fast, {"n": 20}))
+    assert hint["reason"] == "slice"  # the probe ran its whole slice here
+    ran = executor.submitted
+    hint, _, _ = handed_back(await engine.run(make_round(arriving(TEN_PER_SECOND)), fast, {"n": 20}))
+    assert hint["reason"] == "slice"
+    assert executor.submitted > ran  # the next round runs here too
+
+
+async def test_a_new_call_is_measured_against_the_peers_paces_seen_here() -> None:
+    clock, executor = FakeClock(), InlineExecutor()
+    engine, _ = make_engine(executor, clock, max_slice_ms=2000)
+    slow = counting(clock, SLOW_STEP)
+    arrived = arriving(TEN_PER_SECOND, done=19)
+    complete(await engine.run(make_round(arrived), counting(clock, 0.1), {"n": 20}))  # a peer pace, one step
+
+    hint, data, state = handed_back(await engine.run(make_round(), slow, {"n": 20}))
+    assert hint["reason"] == "straggler"  # after its measured slice, not its whole time slice
+    assert 0 < data["steps"] < 5
+    assert pace_of(state) == Pace(rate=0.0, samples=0, moves=1, fled=IDENTITY.instance_id)
+
+    # Its second round back here, with a pace measured here alone, is measured against the peers too.
+    back_here = arriving(Pace(rate=2.5, samples=1), last=IDENTITY.instance_id)
+    hint, _, _ = handed_back(await engine.run(make_round(back_here), slow, {"n": 20}))
+    assert hint["reason"] == "straggler"
 
 
 async def test_no_admission_move_when_the_paces_come_from_this_instance_alone() -> None:

@@ -29,7 +29,7 @@ from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.queueing import wait_for_slot
 from mrtr_worker.compute.slots import Slots
-from mrtr_worker.compute.standing import Standing, from_peer, last_instance
+from mrtr_worker.compute.standing import Judgement, Standing, from_peer, last_instance
 from mrtr_worker.compute.step_pool import StepPool
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
@@ -115,7 +115,7 @@ class Engine:
                     return rnd.ask({question.key: question.request}, self._data(state, steps, question=pending))
                 state = question.apply(state, answer.content)
 
-        slow = self._note_pace(rnd, computation.name)
+        judgement = self._note_pace(rnd, computation.name)
         fled = self.policy.just_fled(rnd.trace.pace, last_instance(rnd.trace.visited), rnd.identity.instance_id)
         # A round that cannot be handed back (`can_hand_back` False: a 2025-era wire, which the HTTP edge
         # now refuses, see `modern_only`) queues for a slot and runs to its end, never shed, not even by a drain.
@@ -124,7 +124,7 @@ class Engine:
         if rnd.can_hand_back and self.policy.fled_here(rnd.trace.pace, rnd.identity.instance_id):
             self._carry_pace(rnd, 0, self._clock(), EndOfRound.STRAGGLER)
             return self._hand_back(rnd, state, steps, EndOfRound.STRAGGLER)
-        if rnd.can_hand_back and self.policy.hands_on(rnd.trace.pace, slow=slow):
+        if rnd.can_hand_back and self.policy.hands_on(rnd.trace.pace, slow=judgement is Judgement.SLOW):
             rnd.trace.pace = self.policy.handed_on(rnd.trace.pace, rnd.identity.instance_id)
             return self._hand_back(rnd, state, steps, EndOfRound.STRAGGLER)
         if not self._slots.try_acquire():
@@ -147,6 +147,8 @@ class Engine:
     ) -> CallToolResult | InputRequiredResult:
         started = self._clock()
         here = 0  # steps in this slice: the pace this instance keeps
+        reference = self.standing.reference(computation.name, started)
+        pace_here = not from_peer(rnd.trace.visited, rnd.identity.instance_id)
         steps_counter = self._metrics.compute_steps.labels(tool=computation.name)
         try:
             while not computation.done(state):
@@ -166,6 +168,8 @@ class Engine:
                     steps=here,
                     pace=rnd.trace.pace,
                     fled=fled,
+                    pace_here=pace_here,
+                    reference=reference,
                 )
                 reason = self.policy.at_boundary(boundary) if rnd.can_hand_back else None
                 if reason is not None:
@@ -181,12 +185,12 @@ class Engine:
             now = self._clock()
             self.standing.observe(computation.name, here, (now - started) * 1000, now)
 
-    def _note_pace(self, rnd: Round, tool: str) -> bool:
-        """Note the pace this round brings in, then whether this instance knows it is slow at `tool`."""
+    def _note_pace(self, rnd: Round, tool: str) -> Judgement:
+        """Note the pace this round brings in, then what this instance's standing at `tool` says to do with it."""
         now = self._clock()
         peer = from_peer(rnd.trace.visited, rnd.identity.instance_id)
         self.standing.bring(tool, rnd.trace.pace, peer=peer, now=now)
-        return self.standing.slow(tool, self.policy.settings.straggler_ratio, now)
+        return self.standing.judge(tool, self.policy.settings.straggler_ratio, now)
 
     def _carry_pace(self, rnd: Round, here: int, started: float, reason: EndOfRound) -> None:
         """Fold this slice's step rate into the request's pace (sealed with the round's trace)."""

@@ -31,6 +31,11 @@ than the step in progress (and a drain takes at most one step):
   measured slice the rule above costs each call that lands there. The
   instance that takes a round straight from a straggler serves it like a
   prioritized one (`just_fled`), or round robin would bring it back there.
+  It keeps its standing while it hands rounds on, and lets one round at a
+  time run as a probe when its own rate is old (`Standing.judge`). A round
+  whose pace says nothing of another instance (a new call, or one measured
+  here alone) is measured against the peers' paces seen here
+  (`Boundary.reference`), so it does not spend a whole time slice here.
 * queue: a prioritized request queued here for a slot hands back (retried
   at once) when the operator says capacity appeared elsewhere (a scale-out:
   `POST /admin/rebalance`), or after `queue_wait_ms` if set, so new
@@ -107,6 +112,12 @@ class Boundary:
     """No other instance could take the work on (a task slice put back would come straight back here): no move."""
     fled: bool = False
     """The round comes straight from a straggler that handed it on (`just_fled`): served here like a prioritized one."""
+    pace_here: bool = False
+    """The round was last handed back by this instance: the newest (heaviest) slice in `pace` ran here, so it
+    speaks of this instance more than of its peers."""
+    reference: float | None = None
+    """The peers' recent rate for the tool, as paces brought it here (`Standing.reference`): the yardstick when
+    the round's own pace says nothing of another instance (a new call, or a pace measured here alone)."""
 
 
 class SheddingPolicy:
@@ -168,15 +179,25 @@ class SheddingPolicy:
         return min(float(self.settings.straggler_min_slice_ms), slice_ms * TASK_MEASURE_SHARE)
 
     def straggling(self, b: Boundary, min_slice_ms: float | None = None) -> bool:
-        """Whether this instance has run the request clearly slower than its earlier instances did.
+        """Whether this instance has run the request clearly slower than its earlier instances did (or, for a
+        round that brings no pace measured elsewhere, than its peers' paces say: `Boundary.reference`).
 
         `min_slice_ms`: the measured time before rates are compared (default: `straggler_min_slice_ms`).
         """
         measure = self.settings.straggler_min_slice_ms if min_slice_ms is None else min_slice_ms
-        if not self._may_move(b.pace) or b.steps == 0 or b.slice_ms < measure:
+        yardstick = self.yardstick(b)
+        if yardstick is None or not self._may_move(b.pace) or b.steps == 0 or b.slice_ms < measure:
             return False
-        assert b.pace is not None
-        return b.steps * 1000 / b.slice_ms < self.settings.straggler_ratio * b.pace.rate
+        return b.steps * 1000 / b.slice_ms < self.settings.straggler_ratio * yardstick
+
+    @staticmethod
+    def yardstick(b: Boundary) -> float | None:
+        """The rate a slice is compared with: the round's own pace, or the peers' (`Boundary.reference`) when the
+        pace was measured on this instance alone (`Boundary.pace_here`) or is missing."""
+        own = b.pace.rate if b.pace is not None and b.pace.samples and b.pace.rate > 0 else None
+        if own is None or b.pace_here:
+            return b.reference if b.reference is not None else own
+        return own
 
     def hands_on(self, pace: Pace | None, *, slow: bool) -> bool:
         """Whether a round is handed on at admission because this instance knows it is `slow`: the straggler
@@ -220,18 +241,21 @@ class SheddingPolicy:
         return not alone and self._may_move(pace) and pace is not None and pace.fled == instance_id
 
     def _may_move(self, pace: Pace | None) -> bool:
+        """The straggler rule is on and the request has moves left (the round cap)."""
         s = self.settings
-        if not s.enabled or s.straggler_ratio <= 0 or pace is None or pace.samples == 0:
+        if not s.enabled or s.straggler_ratio <= 0:
             return False
-        return pace.moves < s.straggler_budget
+        return (pace.moves if pace is not None else 0) < s.straggler_budget
 
     @staticmethod
     def measured(
         pace: Pace | None, steps: int, slice_ms: float, reason: EndOfRound | None, instance_id: str | None = None
     ) -> Pace | None:
         """The pace to carry on after a round that ran `steps` on `instance_id` in `slice_ms` and ended for `reason`."""
-        if reason is EndOfRound.STRAGGLER and pace is not None:
+        if reason is EndOfRound.STRAGGLER:
             # The straggler's own rate stays out of the reference, or a return to it would pass unnoticed.
+            if pace is None:
+                return Pace(rate=0.0, samples=0, moves=1, fled=instance_id)
             return Pace(rate=pace.rate, samples=pace.samples, moves=pace.moves + 1, fled=instance_id)
         if steps == 0 or slice_ms <= 0:
             return pace  # nothing measured

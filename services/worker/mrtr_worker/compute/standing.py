@@ -13,10 +13,16 @@ gave it, so the paces that arrive are a sample of the peers' rates for that tool
   instance never has evidence.
 * `slow_against`: own rate under the straggler ratio of the peers' median, each over a few samples.
   A host slow as a whole brings in low paces too, so no instance of it is judged slow.
+* `Standing.judge`: run the round, hand it on (`SLOW`), or run it as a `PROBE`.
+* `Standing.reference`: the peers' recent rate, the yardstick of the per-slice rule for a round that
+  brings no pace of its own (a new call) or only one measured here.
 
-Both sides are forgotten after `STALE_SECONDS` without a new sample: a slow instance that hands every
-call on measures nothing, forgets, runs the next calls and measures again, so a recovered instance
-learns it within a stale period and a couple of slices.
+Peer paces are forgotten after `PEER_STALE_SECONDS`; the newest few count. The own rate is not: a
+slow instance that hands every round on measures nothing, and forgetting made it run both slots'
+calls at its slow speed for a couple of slices every stale period (the slowest calls of the
+benchmark were those). Once its own rate is older than `PROBE_EVERY`, one round at a time runs here
+as a probe (the per-slice rule moves it after its measured slice if it is still slow), and its
+slice confirms the standing or, weighted in, lifts a recovered instance out of it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from statistics import median
 from typing import Any
 
@@ -37,8 +44,25 @@ PEER_MIN_SAMPLES = 3
 """Paces of a tool brought in from peers before their median is a reference."""
 PEER_KEEP = 9
 """The newest paces kept per tool: the median follows the peers' recent speed."""
-STALE_SECONDS = 10.0
-"""A sample older than this is forgotten: a few seconds of calls, and the time a recovered instance takes to learn."""
+PEER_STALE_SECONDS = 30.0
+"""A peer pace older than this is forgotten. Paces come in with rounds that ran elsewhere and were handed back,
+which grow rare once this instance hands rounds on (its calls finish on the peers): measured, 10 s gaps
+between two paces were common, and a 10 s memory dropped the standing it had just learned."""
+PROBE_EVERY = 10.0
+"""A slow instance whose own rate is older than this runs one round as a probe: how soon a recovered one learns."""
+PROBE_PATIENCE = 5.0
+"""A probe that has not reported a slice after this long (its call was cancelled) lets another round probe."""
+
+
+class Judgement(Enum):
+    """What an instance does with a round at admission, from its standing."""
+
+    RUN = "run"
+    """Not known to be slow: serve the round."""
+    SLOW = "slow"
+    """Known to be slow lately: hand the round on (`SheddingPolicy.hands_on`)."""
+    PROBE = "probe"
+    """Known to be slow, but not measured lately: serve this one round, so its slice measures again."""
 
 
 def last_instance(visited: Sequence[Sequence[Any]]) -> str | None:
@@ -69,6 +93,8 @@ class Standing:
     """tool -> (weighted rate in steps/s, slices folded in, clock time of the newest)."""
     peers: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
     """tool -> (pace rate, clock time it arrived), newest last."""
+    probing: dict[str, float] = field(default_factory=dict)
+    """tool -> clock time a probe round was let through, until a slice of the tool reports."""
 
     def observe(self, tool: str, steps: int, elapsed_ms: float, now: float) -> None:
         """Fold in one slice of `tool` that ran `steps` here in `elapsed_ms`."""
@@ -76,7 +102,8 @@ class Standing:
             return
         rate = steps * 1000 / elapsed_ms
         before = self.own.get(tool)
-        if before is None or now - before[2] > STALE_SECONDS:
+        self.probing.pop(tool, None)
+        if before is None:
             self.own[tool] = (rate, 1, now)
         else:
             self.own[tool] = (OWN_WEIGHT * rate + (1 - OWN_WEIGHT) * before[0], before[1] + 1, now)
@@ -87,17 +114,34 @@ class Standing:
             return
         self.peers.setdefault(tool, deque(maxlen=PEER_KEEP)).append((pace.rate, now))
 
-    def own_rate(self, tool: str, now: float) -> float | None:
-        """This instance's recent rate for `tool`, or None if too few slices or none lately."""
+    def own_rate(self, tool: str) -> float | None:
+        """This instance's rate for `tool` over its newest slices, or None if too few slices."""
         mine = self.own.get(tool)
-        if mine is None or mine[1] < OWN_MIN_SAMPLES or now - mine[2] > STALE_SECONDS:
+        if mine is None or mine[1] < OWN_MIN_SAMPLES:
             return None
         return mine[0]
 
     def peer_rates(self, tool: str, now: float) -> list[float]:
         """The paces brought in lately for `tool`."""
-        return [rate for rate, at in self.peers.get(tool, ()) if now - at <= STALE_SECONDS]
+        return [rate for rate, at in self.peers.get(tool, ()) if now - at <= PEER_STALE_SECONDS]
+
+    def reference(self, tool: str, now: float) -> float | None:
+        """The median of the paces brought in lately for `tool` (None: none): what a slice here is compared with."""
+        rates = self.peer_rates(tool, now)
+        return median(rates) if rates else None
 
     def slow(self, tool: str, ratio: float, now: float) -> bool:
-        """Whether this instance knows it steps `tool` clearly slower than its peers (see `slow_against`)."""
-        return slow_against(self.own_rate(tool, now), self.peer_rates(tool, now), ratio)
+        """Whether this instance's own rate for `tool` is clearly under its peers' (see `slow_against`)."""
+        return slow_against(self.own_rate(tool), self.peer_rates(tool, now), ratio)
+
+    def judge(self, tool: str, ratio: float, now: float) -> Judgement:
+        """What to do with a round of `tool` arriving now: `PROBE` is handed out to one round at a time."""
+        if not self.slow(tool, ratio, now):
+            return Judgement.RUN
+        if now - self.own[tool][2] <= PROBE_EVERY:
+            return Judgement.SLOW
+        started = self.probing.get(tool)
+        if started is not None and now - started <= PROBE_PATIENCE:
+            return Judgement.SLOW
+        self.probing[tool] = now
+        return Judgement.PROBE
