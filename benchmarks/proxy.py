@@ -21,6 +21,7 @@ and the upstream connections each holds after its throughput cell from
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks import _haproxy
+from benchmarks import _haproxy, _syscalls
 from benchmarks._cluster import clusters, verdict
 from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request, is_complete
 from benchmarks.report import parser, publish
@@ -101,6 +102,8 @@ class Route:
     throughput: LoadResult = field(default_factory=LoadResult)
     rounds: list[float] = field(default_factory=list)
     """Requests/s of each round's throughput cell, in round order."""
+    syscalls: _syscalls.Syscalls | None = None
+    """The proxy's system calls over one extra throughput cell (`strace -c`), if strace could count them."""
 
 
 def _add(total: LoadResult, part: LoadResult) -> None:
@@ -167,12 +170,24 @@ def main() -> int:
                     if pid:
                         path.cpu = (path.cpu or 0.0) + cpu
                         path.upstream.append(upstream_connections(pid, worker_ports))
+            for name, pid in pid_of.items():
+                paths[name].syscalls = _syscalls.count(pid, _counted_cell(paths[name].urls, args))
         finally:
             for child in children:
                 child.stop()
     lines = report(paths, args.duration, args.rounds, args.concurrency, None if binary is not None else how)
     publish("proxy", lines, write=not args.no_report)
     return 1 if any(p.latency.errors or p.throughput.errors for p in paths.values()) else 0
+
+
+def _counted_cell(urls: list[str], args: argparse.Namespace) -> Callable[[], int]:
+    """A throughput cell for `_syscalls.count`: the requests it made."""
+
+    def run() -> int:
+        cell = closed_loop(urls, echo_request, concurrency=args.concurrency, duration=args.duration)
+        return asyncio.run(cell).requests
+
+    return run
 
 
 def report(
@@ -237,7 +252,21 @@ def report(
         )
     else:
         lines.append("Throughput against HAProxy: not measured (HAProxy unavailable).")
+    lines.append(_syscall_line(paths))
     return lines
+
+
+def _syscall_line(paths: dict[str, Route]) -> str:
+    """Where a proxy's CPU goes: the kernel's share shows as system calls per request."""
+    counted = {name: path.syscalls for name, path in paths.items() if path.syscalls is not None}
+    if not counted:
+        why = "strace could not attach" if _syscalls.available() else "strace is not installed"
+        return f"System calls per request: not counted ({why})."
+    each = "; ".join(f"{name} {calls.summary()}" for name, calls in counted.items())
+    return (
+        "System calls per request (`strace -c` on the proxy over one extra throughput cell each, futex waits "
+        f"left out; in brackets writes, reads, polls): {each}."
+    )
 
 
 def pair_ratios(ours: Route, reference: Route) -> list[float]:

@@ -66,3 +66,9 @@ def test_tasks_benchmark_reports_every_figure(outputs: dict[str, tuple[int, str]
         assert figure in output, output
     assert "per write on average" in output, output  # the workers' checkpoint histogram was read
     assert "| 1 | w" in output, output  # one recovery trial measured
+
+
+@pytest.mark.slow
+def test_proxy_benchmark_says_where_its_system_calls_go(outputs: dict[str, tuple[int, str]]) -> None:
+    _, output = outputs["proxy"]
+    assert "System calls per request" in output, output  # counted, or why not (no strace, no ptrace)
