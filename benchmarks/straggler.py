@@ -83,6 +83,8 @@ class Call:
     correct: bool
     hops: tuple[tuple[str | None, str], ...]
     """(instance, why the exchange ended) for every exchange of the call."""
+    hop_ms: tuple[float, ...] = ()
+    """How long each exchange took, in the order of `hops`."""
 
     def moves(self) -> int:
         return sum(reason == EndOfRound.STRAGGLER for _, reason in self.hops)
@@ -171,7 +173,10 @@ async def load(url: str, call: PrimesCall, callers: int, window: float) -> Run:
     run = Run()
 
     def record(done: CallResult, seconds: float, in_window: bool, correct: bool) -> Call:
-        return Call(seconds, in_window, correct, tuple((hop.instance, hop.reason) for hop in done.trace.hops))
+        hops = done.trace.hops
+        return Call(
+            seconds, in_window, correct, tuple((h.instance, h.reason) for h in hops), tuple(h.elapsed_ms for h in hops)
+        )
 
     await closed_loop(url, call, callers, window, run, record)
     return run
@@ -241,6 +246,9 @@ def main() -> int:
     options.add_argument(
         "--tasks", action="store_true", help="tasks instead of MRTR calls: its own section (straggler-tasks)"
     )
+    options.add_argument(
+        "--trace", type=int, default=0, metavar="N", help="print the N slowest calls of each row, hop by hop"
+    )
     args = options.parse_args()
     call = PrimesCall(args.limit, primes.DEFAULT_SEGMENT)
     if args.tasks:
@@ -253,6 +261,8 @@ def main() -> int:
                 if row_mode == mode:
                     results[row] = measure(running, call, args.callers, args.duration, slow=slow)
     shutil.rmtree(work, ignore_errors=True)
+    for row, run in results.items() if args.trace else ():
+        print("\n".join(trace(row, run, args.trace)), end="\n\n")
     publish("straggler", report(results, call, args.callers, args.duration), write=not args.no_report)
     return 1 if any(run.wrong or run.errors for run in results.values()) else 0
 
@@ -297,6 +307,22 @@ def report(results: dict[str, Run], call: PrimesCall, callers: int, window: floa
     errors = {error for run in results.values() for error in run.errors}
     if any(run.wrong or run.errors for run in results.values()):
         lines.append(f"\n**Some calls failed or gave a wrong answer** ({', '.join(sorted(errors)) or 'wrong'}).")
+    return lines
+
+
+def trace(row: str, run: Run, slowest: int) -> list[str]:
+    """The `slowest` calls of a row, hop by hop: instance (S: the slow one, W: healthy), why it ended, ms."""
+    names: dict[str | None, str] = {None: "-"}
+    if run.slow is not None:
+        names[run.slow] = "S"
+
+    def name(instance: str | None) -> str:
+        return names.setdefault(instance, f"W{len(names) - 1 if run.slow is not None else len(names)}")
+
+    lines = [f"{row}: the {slowest} slowest calls (instance:reason:ms per hop)"]
+    for call in sorted(run.calls, key=lambda c: -c.seconds)[:slowest]:
+        hops = " ".join(f"{name(i)}:{reason}:{ms:.0f}" for (i, reason), ms in zip(call.hops, call.hop_ms, strict=False))
+        lines.append(f"  {call.seconds:5.2f} s  {hops}")
     return lines
 
 

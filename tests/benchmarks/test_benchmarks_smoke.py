@@ -24,7 +24,7 @@ SMOKE = {
         *("--duration", "0.3", "--warmup", "0", "--latency", "0.5", "--callers", "2", "--limit", "5000000"),
         *("--recoveries", "1", "--lease-ms", "1000", "--slice-ms", "250"),
     ],
-    "straggler": ["--quick", "--duration", "2", "--callers", "2", "--limit", "10000000"],
+    "straggler": ["--quick", "--duration", "2", "--callers", "2", "--limit", "10000000", "--trace", "2"],
 }
 
 
@@ -72,3 +72,10 @@ def test_tasks_benchmark_reports_every_figure(outputs: dict[str, tuple[int, str]
 def test_proxy_benchmark_says_where_its_system_calls_go(outputs: dict[str, tuple[int, str]]) -> None:
     _, output = outputs["proxy"]
     assert "System calls per request" in output, output  # counted, or why not (no strace, no ptrace)
+
+
+@pytest.mark.slow
+def test_straggler_benchmark_traces_the_slowest_calls(outputs: dict[str, tuple[int, str]]) -> None:
+    _, output = outputs["straggler"]
+    assert "the 2 slowest calls (instance:reason:ms per hop)" in output, output
+    assert ":complete:" in output, output  # every call ends with its complete exchange
