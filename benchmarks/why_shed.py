@@ -87,6 +87,7 @@ def options() -> argparse.ArgumentParser:
     p.add_argument(
         "--picture", type=Path, help=f"the PNG, written even with --no-report (default {PICTURE}, not with --no-report)"
     )
+    p.add_argument("--trace", type=int, default=0, metavar="N", help="print each cell's N slowest calls, hop by hop")
     return p
 
 
@@ -107,6 +108,8 @@ def main() -> int:
     )
     strategies = [STRATEGIES[name.strip()] for name in args.strategies.split(",")]
     cells = measure([s for s in SCENARIOS if s in args.scenarios], strategies, sizes)
+    for cell in cells if args.trace else ():
+        print("\n".join(trace(cell, args.trace)))
     publish(NAME, report(cells, sizes), write=not args.no_report, report=args.report_file)
     if not args.no_report or args.picture is not None:
         from benchmarks._why_shed.chart import draw
@@ -114,6 +117,16 @@ def main() -> int:
         draw(cells, args.picture or PICTURE)
         print(f"picture written to {args.picture or PICTURE}")
     return 1 if any(cell.load.wrong or cell.load.errors for cell in cells) else 0
+
+
+def trace(cell: Cell, slowest: int) -> list[str]:
+    """A cell's `slowest` calls, each with when it started (s into the cell) and its exchanges."""
+    calls = cell.load.calls
+    first = min((call.started for call in calls), default=0.0)
+    lines = [f"({cell.scenario}) {cell.strategy.value}: the {slowest} slowest calls (instance:reason:ms per hop)"]
+    for call in sorted(calls, key=lambda c: -c.seconds)[:slowest]:
+        lines.append(f"  {call.seconds:5.2f} s, started at {call.started - first:5.1f} s: {' '.join(call.hops)}")
+    return lines
 
 
 def measure(scenarios: list[str], strategies: list[Strategy], sizes: Sizes) -> list[Cell]:

@@ -26,6 +26,8 @@ class Call:
     """`time.monotonic()` when the call started."""
     seconds: float
     correct: bool
+    hops: tuple[str, ...] = ()
+    """Every exchange of the call as `instance:reason:ms` (`--trace`)."""
 
 
 @dataclass
@@ -66,6 +68,7 @@ async def closed_loop(url: str, call: PrimesCall, callers: int, stop: asyncio.Ev
                     continue
                 finally:
                     del load.running[number]
-                load.calls.append(Call(started, time.monotonic() - started, call.correct(done)))
+                hops = tuple(f"{hop.instance}:{hop.reason}:{hop.elapsed_ms:.0f}" for hop in done.trace.hops)
+                load.calls.append(Call(started, time.monotonic() - started, call.correct(done), hops))
 
         await asyncio.gather(*(caller(number) for number in range(callers)))

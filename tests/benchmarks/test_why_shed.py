@@ -29,7 +29,10 @@ TINY = [
 def test_a_tiny_run_writes_its_table_and_picture_with_every_answer_checked(tmp_path: Path) -> None:
     report, picture = tmp_path / "benchmarks.md", tmp_path / "why-shed.png"
     run = subprocess.run(
-        [sys.executable, "-m", "benchmarks.why_shed", *TINY, "--report-file", str(report), "--picture", str(picture)],
+        [
+            *(sys.executable, "-m", "benchmarks.why_shed", *TINY, "--trace", "1"),
+            *("--report-file", str(report), "--picture", str(picture)),
+        ],
         capture_output=True,
         text=True,
         timeout=HANG_GUARD_SECONDS,
@@ -46,3 +49,5 @@ def test_a_tiny_run_writes_its_table_and_picture_with_every_answer_checked(tmp_p
         assert (wrong, errors) == ("0", "0"), section
     assert "carried their share after" in section, section
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    traced = re.findall(r"^  +[\d.]+ s, started at +[\d.]+ s: .*:complete:\d+$", run.stdout, re.M)
+    assert len(traced) == 2, output  # each cell's slowest call, hop by hop, ending in its complete exchange
