@@ -93,7 +93,7 @@ def test_wire_views() -> None:
     paused = record.asking({"confirm": {"method": "elicitation/create", "params": {}}}, 1)
     assert "inputRequests" in paused.detailed()
     done = record.moved(Status.COMPLETED, 2, result={"content": []})
-    assert done.detailed()["result"] == {"content": []}
+    assert done.detailed()["result"] == {"resultType": "complete", "content": []}
     assert "error" not in done.detailed()
     failed = record.moved(Status.FAILED, 2, error={"code": -32603, "message": "x"})
     assert failed.detailed()["error"]["code"] == -32603

@@ -85,6 +85,7 @@ def test_create_result_is_flat_and_complete_inlines_result(client: TaskClient) -
     assert "result" not in working
     done = client.wait_status(task_id)
     assert done["status"] == "completed", done
+    assert done["result"]["resultType"] == "complete"  # the tool's own result shape (official clients check it)
     assert done["result"]["content"]
     assert "io.modelcontextprotocol/related-task" not in done["result"].get("_meta", {})
     assert "requestState" not in done
@@ -94,6 +95,7 @@ def test_create_result_is_flat_and_complete_inlines_result(client: TaskClient) -
 def test_tool_error_is_completed_with_is_error(client: TaskClient) -> None:
     done = client.wait_status(client.create("failing_job"))
     assert done["status"] == "completed"
+    assert done["result"]["resultType"] == "complete"
     assert done["result"]["isError"] is True
 
 
@@ -285,6 +287,7 @@ def test_count_primes_task_is_exact(client: TaskClient, tasks_worker: WorkerSpec
     done = client.wait_status(task_id, timeout=60)
     assert done["result"]["structuredContent"] == {"count": KNOWN_COUNTS[2_000_000]}
     assert done["result"]["_meta"]["mrtr-cluster.dev/compute"]["steps"] == 20
+    assert done["statusMessage"] == f"20 steps done; completed on {tasks_worker.instance_id}"  # not the last slice's
     metrics = httpx.get(f"{tasks_worker.url}/metrics", timeout=10).text
     assert 'mrtr_worker_task_slices_total{outcome="completed"}' in metrics
     assert 'mrtr_worker_compute_steps_total{tool="count_primes"}' in metrics

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mrtr_protocol.rounds import COMPLETE
 from mrtr_worker.state_layout import Pace
 from mrtr_worker.tasks.wire import TASK_RESULT_TYPE, TERMINAL, Status, iso
 
@@ -129,7 +130,9 @@ class TaskRecord:
         if self.status is Status.INPUT_REQUIRED:
             wire["inputRequests"] = dict(self.input_requests)
         elif self.status is Status.COMPLETED and self.result is not None:
-            wire["result"] = self.result
+            # The inlined result has the tool's own result shape, and every 2026-07-28 result carries
+            # `resultType`; records stored by older builds lack it, so the wire view adds it.
+            wire["result"] = {"resultType": COMPLETE, **self.result}
         elif self.status is Status.FAILED and self.error is not None:
             wire["error"] = self.error
         return wire

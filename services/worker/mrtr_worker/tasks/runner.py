@@ -462,6 +462,7 @@ class TaskRunner:
         self, stored: Stored, record: TaskRecord, failure: TaskFailure | None, taken: Slice, job: Job | None = None
     ) -> None:
         now = now_ms()
+        me = self._identity.instance_id
         if failure is None and job is not None:
             try:
                 result = dict(job.result(record.state))
@@ -476,10 +477,15 @@ class TaskRunner:
                     "moves": record.moves,
                 }
                 result["_meta"] = meta
-                await self._commit(stored, record.moved(Status.COMPLETED, now, result=result), taken)
+                # The last slice's message ("29 steps done; last slice on w2") would be stale beside the result.
+                message = f"{record.steps} steps done; completed on {me}"
+                done = record.moved(Status.COMPLETED, now, result=result, status_message=message)
+                await self._commit(stored, done, taken)
                 return
         assert failure is not None
-        await self._commit(stored, record.moved(Status.FAILED, now, error=failure.error()), taken)
+        message = f"{record.steps} steps done; failed on {me}"
+        failed = record.moved(Status.FAILED, now, error=failure.error(), status_message=message)
+        await self._commit(stored, failed, taken)
 
     async def _commit(
         self, stored: Stored, record: TaskRecord, taken: Slice, *, requeue: bool = False, outcome: str = "requeued"
