@@ -1,22 +1,23 @@
 """Driving `connect_vault` in tests: MCP calls under a user's token, and the vault page over plain HTTP.
 
 Shared by the route tests (httpx) and the browser test (Chromium), so both
-start and finish flows exactly the same way, on the wire.
+start and finish flows exactly the same way, on the wire. The page visitor is
+`mrtr_ops.vault_page`'s, which `scripts/interop` uses too.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from mrtr_ops.vault_page import PageVisitor, csrf_in, flow_of
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 
+__all__ = ["URL_MODE", "PageVisitor", "VaultCall", "asked_url", "csrf_in", "flow_of"]
+
 URL_MODE: dict[str, Any] = {"elicitation": {"url": {}}}
-CSRF_FIELD = re.compile(r'name="csrf" value="([^"]+)"')
 
 
 @dataclass
@@ -68,39 +69,3 @@ def asked_url(result: dict[str, Any]) -> str:
     assert params["mode"] == "url", params
     url: str = params["url"]
     return url
-
-
-def flow_of(url: str) -> str:
-    return parse_qs(urlsplit(url).query)["flow"][0]
-
-
-def csrf_in(page: str) -> str:
-    found = CSRF_FIELD.search(page)
-    assert found is not None, page[:500]
-    return found.group(1)
-
-
-class PageVisitor:
-    """A browser without a browser: cookies kept, forms read and posted, redirects followed."""
-
-    def __init__(self) -> None:
-        self.http = httpx.Client(timeout=30.0, follow_redirects=True)
-
-    def open(self, url: str) -> httpx.Response:
-        return self.http.get(url)
-
-    def sign_in(self, url: str, token: str) -> httpx.Response:
-        """Open the link, sign in with a token on the page, land back on the link."""
-        page = self.open(url)
-        base = f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
-        form = {"flow": flow_of(url), "csrf": csrf_in(page.text), "token": token}
-        return self.http.post(f"{base}/vault/sign-in", data=form)
-
-    def submit_key(self, url: str, api_key: str, *, csrf: str | None = None) -> httpx.Response:
-        page = self.open(url)
-        base = f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
-        form = {"flow": flow_of(url), "csrf": csrf if csrf is not None else csrf_in(page.text), "api_key": api_key}
-        return self.http.post(f"{base}/vault/connect", data=form)
-
-    def close(self) -> None:
-        self.http.close()
