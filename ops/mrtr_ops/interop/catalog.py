@@ -80,6 +80,8 @@ class ClientRow:
 
     id: str
     title: str
+    short: str
+    """The matrix's column heading."""
     packages: tuple[str, ...]
     """Distribution names whose installed versions the report shows (npm names, or PyPI names)."""
     runner: Runner
@@ -90,40 +92,60 @@ class ClientRow:
 
 
 TS_CLIENT = ClientRow(
-    "ts-client",
-    "TypeScript SDK client",
-    ("@modelcontextprotocol/client",),
-    Runner.NODE,
-    "ts_client.mjs",
-    MRTR_FEATURES,
+    id="ts-client",
+    title="TypeScript SDK client",
+    short="TS client",
+    packages=("@modelcontextprotocol/client",),
+    runner=Runner.NODE,
+    script="ts_client.mjs",
+    features=MRTR_FEATURES,
     bearer=True,
 )
 EXT_TASKS = ClientRow(
-    "ext-tasks",
-    "ext-tasks on the TypeScript client",
-    ("@modelcontextprotocol/ext-tasks", "@modelcontextprotocol/client"),
-    Runner.NODE,
-    "ts_tasks.mjs",
-    TASK_FEATURES,
+    id="ext-tasks",
+    title="ext-tasks on the TypeScript client",
+    short="ext-tasks",
+    packages=("@modelcontextprotocol/ext-tasks", "@modelcontextprotocol/client"),
+    runner=Runner.NODE,
+    script="ts_tasks.mjs",
+    features=TASK_FEATURES,
     bearer=True,
 )
-MCP_SDK = ClientRow("mcp-sdk", "MCP Python SDK client", ("mcp",), Runner.PYTHON, "mcp-sdk", MRTR_FEATURES)
-FASTMCP = ClientRow("fastmcp", "FastMCP client", ("fastmcp",), Runner.PYTHON, "fastmcp", MRTR_FEATURES)
+MCP_SDK = ClientRow(
+    id="mcp-sdk",
+    title="MCP Python SDK client",
+    short="Python SDK",
+    packages=("mcp",),
+    runner=Runner.PYTHON,
+    script="mcp-sdk",
+    features=MRTR_FEATURES,
+)
+FASTMCP = ClientRow(
+    id="fastmcp",
+    title="FastMCP client",
+    short="FastMCP",
+    packages=("fastmcp",),
+    runner=Runner.PYTHON,
+    script="fastmcp",
+    features=MRTR_FEATURES,
+)
 FASTMCP_TASKS = ClientRow(
-    "fastmcp-tasks",
-    "FastMCP tasks client",
-    ("fastmcp-tasks", "fastmcp"),
-    Runner.PYTHON_TASKS,
-    "fastmcp-tasks",
-    TASK_FEATURES,
+    id="fastmcp-tasks",
+    title="FastMCP tasks client",
+    short="FastMCP tasks",
+    packages=("fastmcp-tasks", "fastmcp"),
+    runner=Runner.PYTHON_TASKS,
+    script="fastmcp-tasks",
+    features=TASK_FEATURES,
 )
 INSPECTOR = ClientRow(
-    "inspector",
-    "MCP Inspector CLI",
-    ("@modelcontextprotocol/inspector",),
-    Runner.INSPECTOR,
-    "",
-    (Feature.TOOLS_LIST, Feature.TOOLS_CALL, Feature.TASK_RESULT, Feature.LEGACY_DEFAULT),
+    id="inspector",
+    title="MCP Inspector CLI",
+    short="Inspector CLI",
+    packages=("@modelcontextprotocol/inspector",),
+    runner=Runner.INSPECTOR,
+    script="",
+    features=(Feature.TOOLS_LIST, Feature.TOOLS_CALL, Feature.TASK_RESULT, Feature.LEGACY_DEFAULT),
 )
 
 ROWS: tuple[ClientRow, ...] = (TS_CLIENT, EXT_TASKS, MCP_SDK, FASTMCP, FASTMCP_TASKS, INSPECTOR)
@@ -146,7 +168,11 @@ class Run:
     def title(self) -> str:
         return f"{self.row.title} (bearer)" if self.bearer else self.row.title
 
+    @property
+    def short(self) -> str:
+        return f"{self.row.short}, bearer" if self.bearer else self.row.short
+
 
 def runs() -> tuple[Run, ...]:
-    """Every row anonymously, then the bearer rows again with a token, in the order they run."""
-    return (*(Run(row, False) for row in ROWS), *(Run(row, True) for row in ROWS if row.bearer))
+    """Every row anonymously, each bearer row again right after it with a token, in the order they run."""
+    return tuple(run for row in ROWS for run in (Run(row, False), *((Run(row, True),) if row.bearer else ())))

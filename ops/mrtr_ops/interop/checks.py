@@ -73,8 +73,13 @@ def _text(result: Mapping[str, Any]) -> str:
     return str(result["content"][0]["text"])
 
 
+_KINDS = {"elicitation": "elicitation/create", "sampling": "sampling/createMessage", "roots": "roots/list"}
+"""ext-tasks names an input request by kind; the other drivers by its method."""
+
+
 def _asked(record: Record, method: str = "elicitation/create") -> list[Mapping[str, Any]]:
-    return [entry for entry in record.get("asked", []) if entry.get("method", "elicitation/create") == method]
+    """The input requests of one method the client was asked during the feature, in order."""
+    return [e for e in record.get("asked", []) if e.get("method", _KINDS.get(str(e.get("kind")))) == method]
 
 
 def _messages(asked: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -194,7 +199,7 @@ def _task_result(record: Record, context: Context) -> Cell:
 def _task_input(record: Record, context: Context) -> Cell:
     value = _settled(record, "completed")
     question, expected = scenario.estimate_pi()
-    asked = _asked(record, "elicitation")
+    asked = _asked(record)
     expect_equal(_messages(asked), [question], "the question inside the task")
     expect_equal((asked[0].get("scope"), asked[0].get("delivery")), ("task", "task-update"), "how it was answered")
     expect_equal(len(_calls(record, "tasks/update")), 1, "tasks/update requests")
@@ -225,7 +230,7 @@ def _task_push(record: Record, context: Context) -> Cell:
 
 def _prime_report(record: Record, context: Context) -> Cell:
     value = _settled(record, "completed")
-    asked = _asked(record, "elicitation") or _asked(record)
+    asked = _asked(record)
     expect_equal(_messages(asked), [scenario.report_question()], "the MRTR question")
     if "scope" in asked[0]:
         expect_equal(asked[0]["scope"], "request", "where the question was asked (an MRTR round, not the task)")

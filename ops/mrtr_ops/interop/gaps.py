@@ -73,8 +73,14 @@ def _refused_for_missing_mcp_name(record: Record | None) -> bool:
     if error.get("code") != -32020 or "Mcp-Name header missing" not in str(error.get("message")):
         return False
     assert record is not None
-    tasks_requests = [x for x in record.get("exchanges", []) if str(x.get("method", "")).startswith("tasks/")]
-    return bool(tasks_requests) and tasks_requests[-1].get("name") is None and tasks_requests[-1].get("status") == 400
+    exchanges = record.get("exchanges", [])
+    created = [x for x in exchanges if x.get("method") == "tools/call" and x.get("status") == 200]
+    tasks_requests = [x for x in exchanges if str(x.get("method", "")).startswith("tasks/")]
+    return (
+        bool(created and tasks_requests)
+        and tasks_requests[-1].get("name") is None
+        and tasks_requests[-1].get("status") == 400
+    )
 
 
 _FASTMCP_TASKS_NAME_HEADER = (
@@ -126,6 +132,15 @@ QUIRKS: tuple[Quirk, ...] = (
 )
 
 
+def _seen(record: Record | None) -> str:
+    """The symptom as the client reported it."""
+    error = _error(record)
+    if not error:
+        return ""
+    code = f"{error['code']} " if "code" in error else ""
+    return f"; the client reported {code}`{error.get('message')}`"
+
+
 class AnchorMissing(Exception):
     """A cited text is not in the installed package: the pin moved, and the entry needs updating."""
 
@@ -152,7 +167,7 @@ class GapBook:
                     citations = tuple(self.cite(anchor) for anchor in gap.anchors)
                 except AnchorMissing as missing:
                     return Cell(Verdict.FAIL, f"known gap seen, but its citation is stale: {missing}")
-                return Cell(Verdict.GAP, gap.reason, citations)
+                return Cell(Verdict.GAP, gap.summary + _seen(record), citations, explanation=gap.reason)
         return None
 
     def annotate(self, row: str, feature: Feature, record: Record | None, cell: Cell) -> Cell:

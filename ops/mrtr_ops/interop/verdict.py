@@ -40,6 +40,8 @@ class Cell:
     citations: tuple[Citation, ...] = ()
     notes: tuple[str, ...] = field(default=())
     """Worth knowing, not a failure (e.g. a client showing less than the server sent)."""
+    explanation: str = ""
+    """For a gap: why it is the client's (the same for every cell the gap shows in)."""
 
     @property
     def failed(self) -> bool:

@@ -209,6 +209,10 @@ async def _fastmcp(config: Mapping[str, Any], *, tasks: bool) -> None:
         text: str = answers["sampling"]["text"]
         return text
 
+    async def roots(context: Any) -> list[str]:
+        exchanges.asked.append({"method": "roots/list", "params": None})
+        return list(answers["roots"])
+
     headers = {"Authorization": f"Bearer {config['token']}"} if config.get("token") else None
     transport = StreamableHttpTransport(config["url"], headers=headers, httpx_client_factory=exchanges.http_client)
     client = FastMCPClient(
@@ -216,7 +220,7 @@ async def _fastmcp(config: Mapping[str, Any], *, tasks: bool) -> None:
         mode=PROTOCOL_VERSION,
         elicitation_handler=elicit,
         sampling_handler=sample,
-        roots=list(answers["roots"]),
+        roots=roots,
     )
 
     def features(c: Any) -> dict[str, Feature]:
