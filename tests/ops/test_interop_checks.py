@@ -162,8 +162,12 @@ def test_a_push_without_the_acknowledged_task_fails() -> None:
 def test_a_push_with_the_acknowledged_task_and_the_result_passes() -> None:
     count = {"structuredContent": {"count": scenario.primes(scenario.PUSH_PRIMES_LIMIT)}}
     pushes = [{"status": "working", "result": None}, {"status": "completed", "result": count}]
-    record = task_record(status="completed", result=count, acknowledged=[{"taskIds": ["t1"]}], pushes=pushes)
+    record = task_record(
+        status="completed", result=count, acknowledged=[{"taskIds": ["t1"]}], pushes=pushes, streamEnded=True
+    )
     assert judge(Feature.TASK_PUSH, record, Context(Run(EXT_TASKS, False))).verdict is Verdict.PASS
+    record["value"]["streamEnded"] = False
+    assert judge(Feature.TASK_PUSH, record, Context(Run(EXT_TASKS, False))).verdict is Verdict.FAIL
 
 
 def test_a_cancel_the_server_did_not_record_fails() -> None:

@@ -112,6 +112,7 @@ def test_a_quirk_adds_a_cited_note_to_a_passing_cell(trees: dict[str, Path]) -> 
             "honoredFilter": {},
             "acknowledged": [{"taskIds": ["t1"]}],
             "pushes": [{"status": "completed", "result": count}],
+            "streamEnded": True,
         },
     }
     cell = judge(Feature.TASK_PUSH, record, Context(Run(EXT_TASKS, False), gaps=GapBook(trees)))

@@ -225,7 +225,8 @@ def _task_push(record: Record, context: Context) -> Cell:
     count = {"count": scenario.primes(scenario.PUSH_PRIMES_LIMIT)}
     expect_equal(last["result"].get("structuredContent"), count, "the pushed result")
     expect_equal(value["result"].get("structuredContent"), count, "the settled result")
-    return passed(f"{len(pushes)} change(s) pushed, the last `completed` with the result")
+    expect_equal(value.get("streamEnded"), True, "the stream ended once the watched task was terminal")
+    return passed(f"{len(pushes)} change(s) pushed, the last `completed` with the result; then the stream ended")
 
 
 def _prime_report(record: Record, context: Context) -> Cell:

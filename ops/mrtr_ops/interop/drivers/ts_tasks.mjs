@@ -6,6 +6,8 @@ import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/cli
 import { ExchangeLog, PROTOCOL_VERSION, TASKS_EXTENSION, connect, formAnswer, readConfig, runFeature } from "./common.mjs";
 import { RawWire } from "./raw_wire.mjs";
 
+const STREAM_END_WAIT_MS = 15_000;
+
 const config = readConfig();
 const { answers } = config;
 const log = new ExchangeLog();
@@ -77,6 +79,12 @@ const calls = {
     const seen = wire.notifications.length;
     const subscription = await client.listen({ taskIds: [taskId] });
     const shown = settled(execution, await execution.settle());
+    // The client may settle from a poll before the push of the end arrives: the server ends the stream
+    // once every watched task is terminal, so wait for that (bounded) before reading what was pushed.
+    shown.streamEnded = await Promise.race([
+      subscription.closed.then(() => true),
+      new Promise((resolve) => setTimeout(() => resolve(false), STREAM_END_WAIT_MS).unref()),
+    ]);
     await subscription.close();
     const passed = wire.notifications.slice(seen);
     shown.honoredFilter = subscription.honoredFilter;
