@@ -11,6 +11,7 @@ Quirks are the same for things that do not stop the feature (they become notes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -95,7 +96,7 @@ GAPS: tuple[KnownGap, ...] = (
     KnownGap(
         row="fastmcp-tasks",
         features=(Feature.TASK_RESULT, Feature.TASK_INPUT, Feature.TASK_CANCEL, Feature.PRIME_REPORT),
-        summary="omits `Mcp-Name` on `tasks/*` (a MUST): the server answers -32020",
+        summary="omits `Mcp-Name` on `tasks/*` (a MUST), so the server answers -32020",
         reason=_FASTMCP_TASKS_NAME_HEADER,
         anchors=(
             Anchor("tasks-venv", "fastmcp_tasks/client_models.py", "class GetTaskRequest("),
@@ -132,13 +133,17 @@ QUIRKS: tuple[Quirk, ...] = (
 )
 
 
+_TASK_ID_QUOTED = re.compile(r"'[A-Za-z0-9_-]{16,}'")
+"""A task id quoted in an error message (left out of the report: it differs every run)."""
+
+
 def _seen(record: Record | None) -> str:
     """The symptom as the client reported it."""
     error = _error(record)
     if not error:
         return ""
-    code = f"{error['code']} " if "code" in error else ""
-    return f"; the client reported {code}`{error.get('message')}`"
+    message = _TASK_ID_QUOTED.sub("'…'", str(error.get("message")))
+    return f"; it reported `{message}`"
 
 
 class AnchorMissing(Exception):

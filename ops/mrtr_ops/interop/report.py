@@ -110,7 +110,7 @@ def _matrix(outcome: Outcome) -> list[str]:
 
 
 def _cell_text(cell: Cell) -> str:
-    text = cell.detail.rstrip(".") + "."
+    text = cell.detail[:1].upper() + cell.detail[1:].rstrip(".") + "."
     for note in cell.notes:
         text += f" Note: {note.rstrip('.')}."
     if cell.citations:
