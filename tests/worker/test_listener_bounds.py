@@ -104,21 +104,49 @@ def _refusal(answer: Response, status: int, words: str) -> None:
     assert words in message["error"]["message"], message
 
 
-def _head_of(size: int, port: int, path: str = "/healthz") -> bytes:
-    """A GET whose head (request line to blank line) is exactly `size` bytes, padded by one header."""
-    start = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: ".encode()
-    return start + b"a" * (size - len(start) - 4) + b"\r\n\r\n"
+def _head_of(size: int, port: int, *, close: bool = False) -> bytes:
+    """A GET /healthz whose head (request line to blank line) is exactly `size` bytes, padded by one header."""
+    start = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{'Connection: close' if close else 'X-Keep: 1'}\r\n"
+    start += "X-Pad: "
+    return start.encode() + b"a" * (size - len(start) - 4) + b"\r\n\r\n"
 
 
 # --- huge heads ----------------------------------------------------------------------------------------------
 
 
-def test_a_head_of_exactly_the_cap_is_served_and_one_byte_more_is_431(bounded: Worker) -> None:
+@pytest.mark.parametrize("reads", ["one read", "two reads", "with a body"])
+def test_a_head_of_exactly_the_cap_is_served_and_one_byte_more_is_431(bounded: Worker, reads: str) -> None:
+    """Counted to the byte whether the head comes in one read, in two, or with its body behind it."""
     port = bounded[0].port
-    (served,) = exchange(port, _head_of(MAX_HEAD, port))
-    assert served.status == 200
-    (refused,) = refused_then_closed(port, _head_of(MAX_HEAD + 1, port))
+    for size in (MAX_HEAD, MAX_HEAD + 1):
+        if reads == "with a body":
+            whole = _tools_list(port, extra={"Connection": "close", "X-Pad": ""})
+            head_size = whole.index(b"\r\n\r\n") + 4
+            data = whole.replace(b"X-Pad: ", b"X-Pad: " + b"a" * (size - head_size), 1)
+        else:
+            data = _head_of(size, port, close=True)
+        assert data.index(b"\r\n\r\n") + 4 == size
+        with connect(port) as sock:
+            if reads == "two reads":
+                sock.sendall(data[: size // 2])
+                wait_until(lambda: not any(server_side(port)), timeout=30, what="the worker to read the first half")
+                data = data[size // 2 :]
+            sock.sendall(data)
+            (answer,) = responses(read_until_closed(sock))
+        if size == MAX_HEAD:
+            assert answer.status == 200, answer
+        else:
+            _refusal(answer, 431, f"request head larger than {MAX_HEAD} bytes")
+
+
+def test_a_pipelined_head_over_the_cap_is_counted_from_its_first_byte(bounded: Worker) -> None:
+    """Behind a request with a body, in the same read: the first is served, the second refused by its own size."""
+    port = bounded[0].port
+    listed, refused = refused_then_closed(port, _tools_list(port) + _head_of(MAX_HEAD + 1, port))
+    assert listed.status == 200
     _refusal(refused, 431, f"request head larger than {MAX_HEAD} bytes")
+    listed, health = exchange(port, _tools_list(port) + _head_of(MAX_HEAD, port))
+    assert (listed.status, health.status) == (200, 200)
 
 
 @pytest.mark.parametrize("where", ["one header", "the path", "many headers"])

@@ -26,7 +26,8 @@ Counting a head exactly needs to know where it ends among the bytes read: the pr
 line itself (the parser agrees: it refuses bare LF line ends and folded header lines), feeds the parser
 up to it, then feeds a body of known length exactly, so a request pipelined behind it is counted from its
 first byte. A chunked body is fed in slices of `CHUNKED_SLICE` bytes; a request pipelined behind one is
-counted from the start of the slice it began in, at most that many bytes too early.
+counted from the start of the slice it began in, at most that many bytes too early. The usual read, one
+whole request and nothing more, is fed in one call.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from mrtr_worker.one_write import OneWriteProtocol
 logger = logging.getLogger(__name__)
 
 END_OF_HEAD = b"\r\n\r\n"
+_CR_LF = frozenset(b"\r\n")
 CHUNKED_SLICE = 1024
 """Bytes of a chunked body fed to the parser at a time (a head pipelined behind it is counted from a slice's start)."""
 INVALID_REQUEST = -32600
@@ -107,7 +109,6 @@ class BoundedProtocol(OneWriteProtocol):
         self._head_bytes = 0
         self._tail = b""
         """The last bytes of an unfinished head, where a blank line split across two reads begins."""
-        self._header_count = 0
         self._body_left: int | None = 0
         """Body bytes still to come (None: chunked, its end known only to the parser)."""
         self._head_started: float | None = None
@@ -155,9 +156,12 @@ class BoundedProtocol(OneWriteProtocol):
         if self._refused:
             return  # refused (or lingering after a refusal): what the client still sends is dropped unread
         self._unset_keepalive_if_required()
-        rest: bytes | None = data
-        while rest:
-            rest = self._read_head(rest) if self._reading_head else self._read_body(rest)
+        if self._reading_head and not self._in_message and self._one_whole_request(data):
+            self._feed(data)  # the usual case, in one call: a head within the bounds and the body it declares
+        else:
+            rest: bytes | None = data
+            while rest:
+                rest = self._read_head(rest) if self._reading_head else self._read_body(rest)
         if self._refused:
             return
         if self._reading_head:
@@ -166,6 +170,33 @@ class BoundedProtocol(OneWriteProtocol):
                 self._head_timer = self.loop.call_later(self.bounds.head_timeout - waited, self._head_deadline)
         elif self._body_timer is None:
             self._body_timer = self.loop.call_later(self.bounds.body_timeout, self._body_deadline)
+
+    def _one_whole_request(self, data: bytes) -> bool:
+        """`data` is one request's head, within the byte cap, and exactly the body its `Content-Length` declares
+        (or nothing more): fed whole, its bytes are counted exactly as the head-then-body path would count them.
+
+        The length is only a hint read here (in the two usual spellings; any other takes the other path); the
+        parser reads it again, and refuses the request if it is doubled or sent with `Transfer-Encoding`, so
+        a wrong hint never reaches a body.
+        """
+        end = data.find(END_OF_HEAD)
+        if end <= 0 or end + 4 > self.bounds.max_head_bytes or data[0] in _CR_LF:
+            return False
+        end += 4
+        self._head_bytes = end
+        if end == len(data):
+            return True
+        start = data.find(b"\r\nContent-Length:", 0, end)
+        if start < 0:
+            start = data.find(b"\r\ncontent-length:", 0, end)
+            if start < 0:
+                return False
+        start += 17
+        try:
+            length = int(data[start : data.index(b"\r", start)])
+        except ValueError:
+            return False
+        return end + length == len(data)
 
     def _read_head(self, data: bytes) -> bytes | None:
         """Count and feed the head's bytes up to its blank line; the rest (a body, a next request) is returned."""
@@ -215,17 +246,29 @@ class BoundedProtocol(OneWriteProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_message = True
-        self._header_count = 0
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_count += 1
-        if self._header_count > self.bounds.max_headers:
+        """uvicorn's, inlined (it runs for every header), with the count bounded."""
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        headers = self.headers
+        headers.append((name, value))
+        if len(headers) > self.bounds.max_headers:
             self._refuse(431, f"more than {self.bounds.max_headers} header fields")
             raise _Refused
-        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        if self.parser.should_upgrade() or any(name == b"upgrade" for name, _ in self.headers):
+        length: int | None = 0
+        upgrade = self.parser.should_upgrade()  # Connection: upgrade with Upgrade, or CONNECT
+        for name, value in self.headers:
+            if name == b"content-length":
+                length = int(value)  # the parser has already refused a bad or doubled one
+            elif name == b"transfer-encoding":
+                length = None  # chunked: the parser finds its end
+            elif name == b"upgrade":
+                upgrade = True
+        if upgrade:
             self._refuse(400, "protocol upgrades (Upgrade, CONNECT) are not supported")
             raise _Refused
         if self._over_cap:
@@ -236,7 +279,7 @@ class BoundedProtocol(OneWriteProtocol):
         self._reading_head = False
         self._head_started = None
         self._tail = b""
-        self._body_left = self._body_length()
+        self._body_left = length
         self._body_seen = self.loop.time()
         self._heads += 1
         super().on_headers_complete()
@@ -253,17 +296,13 @@ class BoundedProtocol(OneWriteProtocol):
             self._body_left -= len(body)
         super().on_body(body)
 
-    def _body_length(self) -> int | None:
-        """The declared body length (the parser has already refused a bad or doubled one); None for chunked."""
-        length = 0
-        for name, value in self.headers:
-            if name == b"transfer-encoding":
-                return None
-            if name == b"content-length":
-                length = int(value)
-        return length
-
     # -- deadlines
+    def timeout_keep_alive_handler(self) -> None:
+        """uvicorn's idle timeout, armed when an answer completes; not for a request already under way (say a
+        pipelined head that was partly read), which its own deadline governs."""
+        if not self._in_message:
+            super().timeout_keep_alive_handler()
+
     def _head_deadline(self) -> None:
         self._head_timer = None
         started = self._head_started
