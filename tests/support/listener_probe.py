@@ -48,15 +48,11 @@ def read_until_closed(sock: socket.socket) -> bytes:
 
 
 def exchange(port: int, data: bytes) -> list[Response]:
-    """Send `data` on a new connection, half-close, and split everything the server answers into responses."""
-    with connect(port) as sock:
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
-        return responses(read_until_closed(sock))
+    """Send `data` on a new connection and split everything the server answers, until it closes, into responses.
 
-
-def refused_then_closed(port: int, data: bytes) -> list[Response]:
-    """Send `data` and keep the connection open for writing: the server must answer and close by itself."""
+    The connection is not half-closed (a server may take that as the client gone): the last request
+    says `Connection: close`, or is refused, and the server closes.
+    """
     with connect(port) as sock:
         sock.sendall(data)
         return responses(read_until_closed(sock))

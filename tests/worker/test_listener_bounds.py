@@ -29,7 +29,6 @@ from tests.support.listener_probe import (
     exchange,
     open_sockets,
     read_until_closed,
-    refused_then_closed,
     request,
     responses,
     rss_bytes,
@@ -142,10 +141,10 @@ def test_a_head_of_exactly_the_cap_is_served_and_one_byte_more_is_431(bounded: W
 def test_a_pipelined_head_over_the_cap_is_counted_from_its_first_byte(bounded: Worker) -> None:
     """Behind a request with a body, in the same read: the first is served, the second refused by its own size."""
     port = bounded[0].port
-    listed, refused = refused_then_closed(port, _tools_list(port) + _head_of(MAX_HEAD + 1, port))
+    listed, refused = exchange(port, _tools_list(port) + _head_of(MAX_HEAD + 1, port))
     assert listed.status == 200
     _refusal(refused, 431, f"request head larger than {MAX_HEAD} bytes")
-    listed, health = exchange(port, _tools_list(port) + _head_of(MAX_HEAD, port))
+    listed, health = exchange(port, _tools_list(port) + _head_of(MAX_HEAD, port, close=True))
     assert (listed.status, health.status) == (200, 200)
 
 
@@ -179,11 +178,12 @@ def _stream(start: bytes, piece: bytes, total: int) -> Iterator[bytes]:
 
 def test_a_flood_of_headers_is_431_past_the_count(bounded: Worker) -> None:
     port = bounded[0].port
-    at_limit = request("GET", "/healthz", port, headers={f"X-F{i}": "1" for i in range(MAX_HEADERS - 1)})
+    fields = {"Connection": "close", **{f"X-F{i}": "1" for i in range(MAX_HEADERS - 2)}}
+    at_limit = request("GET", "/healthz", port, headers=fields)
     (served,) = exchange(port, at_limit)
     assert served.status == 200
     flood = request("GET", "/healthz", port, headers={f"X-F{i}": "1" for i in range(MAX_HEADERS)})
-    (refused,) = refused_then_closed(port, flood)
+    (refused,) = exchange(port, flood)
     _refusal(refused, 431, f"more than {MAX_HEADERS} header fields")
 
 
@@ -192,7 +192,7 @@ def test_a_flood_of_headers_is_431_past_the_count(bounded: Worker) -> None:
 
 def test_a_head_that_stops_gets_408_and_the_connection_closes(bounded: Worker) -> None:
     port = bounded[0].port
-    (refused,) = refused_then_closed(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    (refused,) = exchange(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     _refusal(refused, 408, "the request head did not arrive within")
 
 
@@ -229,7 +229,7 @@ def test_a_stalled_head_behind_an_answered_request_gets_408_after_the_answer(bou
 def test_a_body_that_stops_gets_408_and_the_connection_closes(bounded: Worker) -> None:
     port = bounded[0].port
     whole = _tools_list(port)
-    (refused,) = refused_then_closed(port, whole[:-10])
+    (refused,) = exchange(port, whole[:-10])
     _refusal(refused, 408, "the request body stalled")
 
 
@@ -239,7 +239,7 @@ def test_a_chunked_body_that_stops_gets_408(bounded: Worker) -> None:
     head = request(
         "POST", "/mcp", port, headers={**request_headers("tools/list", params), "Transfer-Encoding": "chunked"}
     )
-    (refused,) = refused_then_closed(port, head + b'40\r\n{"jsonrpc": "2.0"')
+    (refused,) = exchange(port, head + b'40\r\n{"jsonrpc": "2.0"')
     _refusal(refused, 408, "the request body stalled")
 
 
@@ -276,7 +276,7 @@ def test_an_upgrade_or_connect_is_refused_once_and_the_connection_closed(bounded
     """Whatever follows (here a request for /readyz, or a tunnel's bytes) is never read as a request."""
     port = bounded[0].port
     after = request("GET", "/readyz", port)
-    (refused,) = refused_then_closed(port, UPGRADES[case].encode() + after)
+    (refused,) = exchange(port, UPGRADES[case].encode() + after)
     _refusal(refused, 400, "protocol upgrades (Upgrade, CONNECT) are not supported")
 
 
@@ -305,7 +305,7 @@ def test_pipelined_requests_are_answered_once_each_in_order(bounded: Worker) -> 
 def test_a_refusal_behind_pipelined_requests_comes_after_their_answers(bounded: Worker) -> None:
     port = bounded[0].port
     stream = _tools_list(port) + request("GET", "/healthz", port) + UPGRADES["websocket"].encode() + _tools_list(port)
-    listed, health, refused = refused_then_closed(port, stream)
+    listed, health, refused = exchange(port, stream)
     assert (listed.status, health.status) == (200, 200)
     _refusal(refused, 400, "protocol upgrades")
 
@@ -339,7 +339,7 @@ SMUGGLING = {
 @pytest.mark.parametrize("case", list(SMUGGLING))
 def test_smuggling_variants_are_refused_and_nothing_behind_them_is_answered(bounded: Worker, case: str) -> None:
     port = bounded[0].port
-    (refused,) = refused_then_closed(port, SMUGGLING[case].encode("latin-1") + SMUGGLED)
+    (refused,) = exchange(port, SMUGGLING[case].encode("latin-1") + SMUGGLED)
     _refusal(refused, 400, "malformed HTTP request")
 
 
@@ -363,7 +363,7 @@ def test_a_connection_past_the_cap_gets_503_and_the_held_ones_are_still_served(c
         for sock in held:
             sock.sendall(b"GET /healthz HTTP/1.1\r\n")  # a head under way: the connection counts
         wait_until(lambda: open_sockets(process.pid) >= idle + CAP, timeout=30, what=f"{CAP} connections accepted")
-        (busy,) = refused_then_closed(spec.port, request("GET", "/healthz", spec.port))
+        (busy,) = exchange(spec.port, request("GET", "/healthz", spec.port))
         _refusal(busy, 503, f"this worker has {CAP} connections open")
         assert busy.headers["retry-after"] == "1"
         assert json.loads(busy.body)["error"]["code"] == -32000

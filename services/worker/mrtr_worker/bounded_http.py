@@ -117,8 +117,6 @@ class BoundedProtocol(OneWriteProtocol):
         """Requests whose head was read (each is owed one answer)."""
         self._answered = 0
         self._over_cap = False
-        self._peer_done = False
-        """The client half-closed after its last request: close once it is answered."""
         self._refused = False
         self._pending: tuple[bytes, int] | None = None
         """A refusal waiting for the answers owed before it: (its bytes, answers needed first)."""
@@ -139,18 +137,6 @@ class BoundedProtocol(OneWriteProtocol):
                 timer.cancel()  # a pending timer would keep this protocol (and what it read) alive until it fires
         self._head_timer = self._body_timer = self._linger_timer = None
         super().connection_lost(exc)
-
-    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol's own signature
-        """The client half-closed: requests it finished sending are still answered, then the connection closes.
-
-        (uvicorn closed at once, so a request sent with a half-close was never answered.)
-        """
-        if self._pending is not None:
-            return True  # a refusal waits for earlier answers: they and it are still written
-        if self._refused or self._in_message or self._heads == self._answered:
-            return None  # lingering, a request cut off mid-way, or nothing owed: close now
-        self._peer_done = True
-        return True
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -230,7 +216,7 @@ class BoundedProtocol(OneWriteProtocol):
         if left is None and self._reading_head and self._in_message:
             # A request pipelined behind a chunked body began inside this slice: count the slice as its head.
             self._head_bytes = take
-            self._tail = data[take - 3 : take]
+            self._tail = data[max(0, take - 3) : take]
         return data[take:]
 
     def _feed(self, data: bytes) -> bool:
@@ -372,8 +358,6 @@ class BoundedProtocol(OneWriteProtocol):
         pending = self._pending
         if pending is None or self._answered < pending[1]:
             super().on_response_complete()
-            if self._peer_done and self._answered == self._heads:
-                self.transport.close()  # the client half-closed and has every answer
             return
         self._pending = None
         self.server_state.total_requests += 1
