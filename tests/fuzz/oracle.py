@@ -48,6 +48,9 @@ UNIDENTIFIABLE = frozenset({-32700, -32600})
 TRANSPORT_REJECTIONS = frozenset({400, 403, 405, 406, 413, 421})
 """Plain HTTP refusals before any JSON-RPC: Content-Type, Origin, verb, Accept, body size, Host."""
 
+LIMIT_REFUSALS = {413: "request body too large", 431: "request head larger than"}
+"""The worker's refusals by size, before any JSON-RPC is read: a JSON-RPC error with a null id naming the limit."""
+
 INTERNAL_ERROR = -32603
 _TOOL_RAISED = re.compile(r"Error executing tool \S*")
 _STACK_TRACE = ("Traceback (most recent call last)", 'File "/')
@@ -129,6 +132,8 @@ def judge(sent: Sent, response: httpx.Response) -> Verdict:
         assert isinstance(sent.message, dict), f"202 to a body that is not a JSON object: {_show(sent)}"
         assert "id" not in sent.message, f"202 to a request that has an id: {_show(sent)}"
         return Verdict(202, "accepted", {})
+    if response.status_code in LIMIT_REFUSALS:
+        return _limit_refusal(sent, response)
     if not content_type.startswith(("application/json", "text/event-stream")):
         assert response.status_code in TRANSPORT_REJECTIONS, f"{response.status_code} {text[:200]!r}"
         return Verdict(response.status_code, "transport", {})
@@ -141,6 +146,20 @@ def judge(sent: Sent, response: httpx.Response) -> Verdict:
         _check_id(sent, message)
     _check_no_internal_failure(sent, message)
     return Verdict(response.status_code, "error" if "error" in message else "result", message)
+
+
+def _limit_refusal(sent: Sent, response: httpx.Response) -> Verdict:
+    status = response.status_code
+    assert response.headers.get("content-type") == "application/json", response.headers
+    message = response.json()
+    _check_envelope(message)
+    assert message["id"] is None, message
+    assert message["error"]["code"] == -32600, message
+    assert LIMIT_REFUSALS[status] in message["error"]["message"], message
+    if status == 413:
+        assert message["error"]["data"]["limit"] == "bodyBytes", message
+        assert len(sent.body) > message["error"]["data"]["max"], message
+    return Verdict(status, "transport", message)
 
 
 def _check_legacy_refusal(sent: Sent, status: int, message: dict[str, Any]) -> None:

@@ -22,8 +22,8 @@ from tests.support.wire import McpHttp
 REJECTIONS = "mrtr_worker_state_rejections_total"
 MAX_BODY_BYTES = 1024 * 1024
 """The worker's default `MRTR_WORKER_MAX_BODY_BYTES`."""
-MAX_HEADER_BYTES = 64 * 1024
-"""Beyond this many bytes of headers uvicorn may refuse the request by closing the connection."""
+MAX_HEADER_BYTES = 32 * 1024
+"""The worker's default `MRTR_WORKER_MAX_HEAD_BYTES`: past it a 431, or the connection ends while the client writes."""
 
 
 class FuzzTarget:

@@ -5,8 +5,9 @@ hand-backs and a question asked midway: `tests.fuzz.origins`), presented
 with the answers a correct client would send. The control test shows each
 untouched state is accepted and its call completes correctly, so the
 properties below can fail. A rejection is the SDK's frozen -32602 "Invalid or
-expired requestState" with HTTP 400, and is counted once, under a reason its
-mutation can produce, in `mrtr_worker_state_rejections_total`.
+expired requestState" with HTTP 400 (a state over the size limit: -32602 naming
+the limit), and is counted once, under a reason its mutation can produce, in
+`mrtr_worker_state_rejections_total`.
 
 The last two properties forge states the way only a key holder could
 (re-sealing with the fleet's ring): they check each envelope claim is
@@ -63,7 +64,7 @@ def test_a_mutated_state_is_rejected_and_counted(
     origin = origins[label]
     family, mutated = data.draw(mutated_tokens(origin.state, origins[other].state), label="mutation")
     verdict, added = present_and_count(target, origin.call, origin.params(mutated))
-    assert_rejected(verdict)
+    assert_rejected(verdict, oversized=family == "oversized")
     assert list(added.values()) == [1.0], added  # one rejection, counted once
     (reason,) = added
     assert reason in REASONS[family], (family, reason)

@@ -234,3 +234,29 @@ def test_a_state_replayed_by_its_owner_within_its_lifetime_is_accepted(
     first = _link(mcp, token, state, GITHUB)["result"]
     replay = _link(mcp, token, state, GITHUB)["result"]
     assert first["inputRequests"].keys() == replay["inputRequests"].keys() == {"google_login"}
+
+
+SCOPE = "mcp:call"
+
+
+@pytest.fixture(scope="module")
+def scoped(start_worker: StartWorker, issuer: tuple[DevIssuer, Path]) -> dict[str, WorkerSpec]:
+    """Two workers requiring the `mcp:call` scope: one requires a token, one also serves anonymous calls."""
+    env = {"MRTR_WORKER_JWT_PUBLIC_KEY_FILE": str(issuer[1]), "MRTR_WORKER_REQUIRED_SCOPES": SCOPE}
+    return {
+        "tokens required": start_worker(env={**env, "MRTR_WORKER_ALLOW_ANONYMOUS": "false"})[0],
+        "anonymous allowed": start_worker(env={**env, "MRTR_WORKER_ALLOW_ANONYMOUS": "true"})[0],
+    }
+
+
+@pytest.mark.parametrize("access", ["tokens required", "anonymous allowed"])
+def test_a_presented_token_needs_the_required_scopes_anonymous_access_or_not(
+    scoped: dict[str, WorkerSpec], issuer: tuple[DevIssuer, Path], access: str
+) -> None:
+    spec = scoped[access]
+    without = _raw(spec, _bearer(issuer[0].mint("alice", scopes=["other"])))
+    assert without.status_code == 403
+    assert without.json() == {"error": "insufficient_scope", "error_description": f"Required scope: {SCOPE}"}
+    assert 'error="insufficient_scope"' in without.headers["www-authenticate"]
+    assert _raw(spec, _bearer(issuer[0].mint("alice", scopes=[SCOPE, "other"]))).status_code == 200
+    assert _raw(spec, {}).status_code == (200 if access == "anonymous allowed" else 401)

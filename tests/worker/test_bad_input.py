@@ -190,9 +190,23 @@ def test_an_answer_with_a_lone_surrogate_is_measured_not_an_internal_error(mcp: 
     assert set(ex.result["inputRequests"]) == {"google_login"}
 
 
-def test_an_oversized_body_is_413_and_the_worker_stays_up(worker: WorkerSpec, mcp: McpHttp) -> None:
-    response = httpx.post(f"{worker.url}/mcp", content=b"x" * 2_000_000, headers=request_headers("tools/list", {}))
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "chunked"])
+@pytest.mark.parametrize(("method", "params"), [("tools/list", {}), ("tools/call", {"name": "echo"})])
+def test_an_oversized_body_is_413_and_the_worker_stays_up(
+    worker: WorkerSpec, mcp: McpHttp, method: str, params: dict[str, str], declared: bool
+) -> None:
+    """On every /mcp path (`echo` takes the quiet tools' JSON path, which read any body whole before), with or
+    without a declared length: HTTP 413 and a JSON-RPC error that names the limit."""
+    body = encode_request(1, method, {**params, "_meta": request_meta({}), "padding": "x" * 2_000_000})
+    content = body if declared else iter([body[i : i + 65536] for i in range(0, len(body), 65536)])
+    response = httpx.post(f"{worker.url}/mcp", content=content, headers=request_headers(method, params))
     assert response.status_code == 413
+    error = response.json()["error"]
+    assert error["code"] == -32600
+    assert error["data"]["limit"] == "bodyBytes"
+    assert error["data"]["max"] == 1024 * 1024
+    assert error["data"].get("got") == (len(body) if declared else None)
+    assert "request body too large" in error["message"]
     assert mcp.call("tools/list", {}).status == 200
 
 

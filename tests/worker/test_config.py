@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from mrtr_worker.config import WorkerSettings
 from mrtr_worker.keyring import KeyRing, KeyRingError, main, new_ring
+from tests.support.paths import ROOT
 
 
 def _start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -87,3 +89,35 @@ def test_show_never_prints_secrets(tmp_path: Path, capsys: pytest.CaptureFixture
     main(["show", str(path)])
     out = capsys.readouterr().out
     assert out.strip() == "k1  (primary)"
+
+
+LIMITS = (
+    "max_head_bytes",
+    "max_headers",
+    "head_timeout_seconds",
+    "body_timeout_seconds",
+    "max_connections",
+    "keep_alive_seconds",
+    "max_body_bytes",
+    "state_max_bytes",
+    "max_input_responses",
+    "max_answer_bytes",
+)
+"""Every bound on what a client may send or hold: each a setting, each in the README's limits table."""
+
+
+def _shown(field: str, value: object) -> str:
+    """A default as the README writes it: 32 KiB, 1 MiB, 10."""
+    if field.endswith("_bytes") and isinstance(value, int) and value % 1024 == 0:
+        return f"{value // (1024 * 1024)} MiB" if value % (1024 * 1024) == 0 else f"{value // 1024} KiB"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@pytest.mark.parametrize("field", LIMITS)
+def test_the_readme_limits_table_names_every_bound_with_its_default(field: str) -> None:
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.lstrip().startswith("| ")]
+    name = f"`{field.upper()}`"
+    row = next((row for row in rows if name in row), None)
+    assert row is not None, f"no row of the README's tables names {name}"
+    default = WorkerSettings.model_fields[field].default
+    assert f"{name} ({_shown(field, default)}" in row, (row, default)

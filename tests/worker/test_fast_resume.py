@@ -137,6 +137,7 @@ def _cases(ring: KeyRing, token: str, alices: str, bearer: dict[str, str]) -> di
         "foreign audience": _request(_params(_reseal(ring, token, aud="another-service"))),
         "foreign key": _request(_params(_reseal(ring, token, under=new_ring("elsewhere")))),
         "oversized": _request(_params("v1." + "A" * 70_000)),
+        "oversized body": _request(_params(token, padding="x" * (1 << 20))),
         "wrong name header": _request(_params(token), **{"Mcp-Name": "hash_chain"}),
         "bad arguments": _request(_params(_reseal(ring, token, a=bad_digest), bad_arguments)),
         "input responses": _request(_params(token, inputResponses={})),
@@ -207,6 +208,7 @@ CASES = [
     "foreign audience",
     "foreign key",
     "oversized",
+    "oversized body",
     "wrong name header",
     "bad arguments",
     "input responses",
@@ -239,10 +241,15 @@ def test_the_valid_resume_completes_and_the_errors_are_errors(answers: dict[str,
     body = json.loads(answers["valid"][0][2])
     assert body["result"]["structuredContent"] == {"count": 303}
     assert json.loads(answers["valid, alice's"][0][2])["result"]["structuredContent"] == {"count": 303}
-    refused = ["tampered", "expired", "foreign audience", "foreign key", "oversized"]
+    refused = ["tampered", "expired", "foreign audience", "foreign key"]
     for case in [*refused, "alice's state under bob", "alice's state anonymously", "an anonymous state under a token"]:
         status, _, raw = answers[case][0]
         assert (status, json.loads(raw)["error"]["message"]) == (400, "Invalid or expired requestState"), case
+    status, _, raw = answers["oversized"][0]
+    assert status == 400
+    assert json.loads(raw)["error"]["data"]["limit"] == "requestStateBytes"
+    status, _, raw = answers["oversized body"][0]
+    assert (status, json.loads(raw)["error"]["data"]["limit"]) == (413, "bodyBytes")
     assert json.loads(answers["bad arguments"][0][2])["result"]["isError"] is True
     assert answers["wrong name header"][0][0] == 400
     assert answers["malformed JSON"][0][0] == 400

@@ -171,7 +171,14 @@ def test_a_state_sealed_under_a_foreign_key_is_rejected(
 
 
 def test_an_oversized_state_is_rejected_before_decoding(mcp: McpHttp) -> None:
-    assert _present(mcp, "v1." + "A" * 70_000) == 400
+    """Refused by its length with the limit in `data`, like the other limits (counted as `oversized` below)."""
+    ex = mcp.call("tools/call", {**LINK, "requestState": "v1." + "A" * 70_000}, capabilities=ELICIT)
+    assert ex.status == 400
+    assert "result" not in ex.message
+    assert ex.error["code"] == -32602
+    limit = {"reason": "invalid_request_state", "limit": "requestStateBytes", "max": 64 * 1024, "got": 70_003}
+    assert ex.error["data"] == limit
+    assert "70003 bytes (at most 65536)" in ex.error["message"]
 
 
 @pytest.mark.parametrize("fmt", [99, [1], {"v": 1}, True, "1"], ids=repr)

@@ -239,3 +239,55 @@ def test_url_mode_is_required(call_as: Any) -> None:
     refused = call_as("alice").message(capabilities={"elicitation": {"form": {}}})
     assert refused["error"]["code"] == -32021
     assert refused["error"]["data"] == {"requiredCapabilities": {"elicitation": {"url": {}}}}
+
+
+SCOPE = "mcp:call"
+
+
+@pytest.fixture(scope="module")
+def scoped_worker(
+    redis_server: RedisServer, keyring_file: Path, log_dir: Path, issuer: tuple[DevIssuer, Path]
+) -> Iterator[WorkerSpec]:
+    """A worker that requires the `mcp:call` scope (`MRTR_WORKER_REQUIRED_SCOPES`) of every token."""
+    port = free_port()
+    env = {
+        "MRTR_WORKER_REDIS_URL": redis_server.url,
+        "MRTR_WORKER_REDIS_PREFIX": "vault-scoped:",
+        "MRTR_WORKER_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "MRTR_WORKER_JWT_PUBLIC_KEY_FILE": str(issuer[1]),
+        "MRTR_WORKER_ALLOW_ANONYMOUS": "false",
+        "MRTR_WORKER_REQUIRED_SCOPES": SCOPE,
+    }
+    spec = WorkerSpec("vault-scoped", port, keyring_file, tool_packs=("demo",), extra_env=tuple(env.items()))
+    process = spec.process(log_dir).start()
+    try:
+        process.wait_ready()
+        yield spec
+    finally:
+        process.stop()
+
+
+def test_a_token_refused_at_mcp_for_its_scopes_cannot_sign_in_to_bind_a_key(
+    scoped_worker: WorkerSpec, visitor: PageVisitor, issuer: Any, store: Any, log_dir: Path
+) -> None:
+    """The same user's token from a client not granted the scope: refused at /mcp, and by the page too."""
+    scoped, unscoped = issuer[0].mint("alice", scopes=[SCOPE]), issuer[0].mint("alice", client_id="low-privilege")
+    call, low = VaultCall(f"{scoped_worker.url}/mcp", scoped), VaultCall(f"{scoped_worker.url}/mcp", unscoped)
+    try:
+        assert low.message()["error"] == "insufficient_scope"
+        url = asked_url(call.round())
+        refused = visitor.sign_in(url, unscoped)
+        assert refused.status_code == 403
+        assert f"lacks the scope(s) this service requires ({SCOPE})" in refused.text
+        assert visitor.submit_key(url, API_KEY).status_code == 401  # not signed in: the key is not taken
+        assert store.hget(f"vault-scoped:vault:{flow_of(url)}", "status") == "pending"
+        assert asked_url(call.round("accept")) == url  # the flow is not completed
+        log = (log_dir / f"{scoped_worker.instance_id}.log").read_text()
+        assert f"vault sign-in refused: alice's token lacks the required scope(s) ['{SCOPE}']" in log
+        # The control: the token /mcp accepts signs in and completes the flow.
+        assert visitor.sign_in(url, scoped).status_code == 200
+        assert 'id="done"' in visitor.submit_key(url, API_KEY).text
+        assert call.round("accept")["structuredContent"]["completedBy"] == "alice"
+    finally:
+        call.close()
+        low.close()

@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, generate_latest
 from mrtr_worker import rejections
 from mrtr_worker.admin import admin_router
 from mrtr_worker.auth import JwtVerifier, authenticate
+from mrtr_worker.body_limit import BodyLimit
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.fast_resume import FastResume
@@ -249,7 +250,7 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FrontDo
     admin = admin_router(worker)
     verifier = _token_verifier(settings)
     authenticated_mcp = authenticate(
-        ModernOnly(mcp_app),
+        ModernOnly(BodyLimit(mcp_app, settings.max_body_bytes)),
         verifier,
         allow_anonymous=settings.allow_anonymous,
         required_scopes=settings.required_scopes,
@@ -275,13 +276,16 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FrontDo
 
     app.include_router(admin)
     flows = None if worker.vault is None else worker.vault.flows
-    app.include_router(vault_router(VaultSite(flows, verifier, SessionCodec(worker.codec), settings.public_base())))
+    sessions = SessionCodec(worker.codec)
+    site = VaultSite(flows, verifier, sessions, settings.public_base(), tuple(settings.required_scopes))
+    app.include_router(vault_router(site))
     app.mount("/", authenticated_mcp)  # after the host routes, so they match first (odd paths: the SDK's 404s)
     app.add_middleware(InstanceHeaders, instance_id=worker.identity.instance_id, version=worker.identity.version)
     # The hot path: `/mcp` skips FastAPI and the SDK's Starlette wrapper (see `front_door`).
     quiet = worker.quiet or QuietTools()
+    calls = QuietCalls(worker.mcp.session_manager, quiet, _fast_resume(worker, quiet))
     fast_mcp = authenticate(
-        ModernOnly(QuietCalls(worker.mcp.session_manager, quiet, _fast_resume(worker, quiet))),
+        ModernOnly(BodyLimit(calls, settings.max_body_bytes)),  # every /mcp body bounded (413, JSON-RPC)
         verifier,
         allow_anonymous=settings.allow_anonymous,
         required_scopes=settings.required_scopes,

@@ -7,7 +7,10 @@ The worker only has to say who the caller is. The SDK then binds every sealed
 Anonymous access is a setting. When it is on, a request without a token is
 served anonymously (its states are bound to nobody, so they never open under
 a token), but a request with a bad token is refused: a broken token must not
-quietly become an anonymous call.
+quietly become an anonymous call. Likewise a presented token must carry the
+required scopes (`MRTR_WORKER_REQUIRED_SCOPES`) whether or not anonymous
+access is on, and the vault's sign-in checks the same scopes (`missing_scopes`):
+a token refused here never gets in anywhere else.
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ import anyio.to_thread
 import jwt
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from starlette.authentication import AuthCredentials, AuthenticationBackend, AuthenticationError, BaseUser
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
@@ -138,10 +141,33 @@ def _refuse(_: HTTPConnection, exc: AuthenticationError) -> Response:
     )
 
 
+def missing_scopes(token: AccessToken, required: Sequence[str]) -> list[str]:
+    """The required scopes a verified token lacks (empty: it may pass)."""
+    return [scope for scope in required if scope not in token.scopes]
+
+
+class _ScopesOfPresentedTokens:
+    """Anonymous access on: a request without a token passes, but a presented token needs every required scope.
+
+    The refusal is the SDK's own (403, `insufficient_scope`), as when tokens are required.
+    """
+
+    def __init__(self, app: ASGIApp, required_scopes: Sequence[str]) -> None:
+        self._app = app
+        self._scoped = RequireAuthMiddleware(app, list(required_scopes))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if isinstance(scope.get("user"), AuthenticatedUser):
+            await self._scoped(scope, receive, send)
+        else:
+            await self._app(scope, receive, send)
+
+
 def authenticate(
     app: ASGIApp, verifier: TokenVerifier | None, *, allow_anonymous: bool, required_scopes: Sequence[str] = ()
 ) -> ASGIApp:
-    """Wrap the MCP endpoint: identify the caller, refuse bad tokens, and require one unless anonymous is allowed.
+    """Wrap the MCP endpoint: identify the caller, refuse bad tokens, require one unless anonymous is allowed,
+    and require the scopes of every token presented.
 
     The SDK's `AuthContextMiddleware` puts the caller where its request-state
     boundary looks for the principal.
@@ -150,7 +176,13 @@ def authenticate(
         if not allow_anonymous:
             raise ValueError("authentication is required but no token verifier is configured")
         return app
-    inner: ASGIApp = app if allow_anonymous else RequireAuthMiddleware(app, list(required_scopes))
+    inner: ASGIApp
+    if not allow_anonymous:
+        inner = RequireAuthMiddleware(app, list(required_scopes))
+    elif required_scopes:
+        inner = _ScopesOfPresentedTokens(app, required_scopes)
+    else:
+        inner = app
     return AuthenticationMiddleware(
         AuthContextMiddleware(inner), backend=_StrictBearerBackend(verifier), on_error=_refuse
     )

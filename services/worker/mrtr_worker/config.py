@@ -68,6 +68,20 @@ class WorkerSettings(BaseSettings):
     state_ttl_seconds: float = Field(default=600.0, gt=0)
     state_max_bytes: int = Field(default=64 * 1024, ge=256)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """Request body on `/mcp`; past it HTTP 413 with a JSON-RPC error naming the limit."""
+    max_head_bytes: int = Field(default=32 * 1024, ge=1024)
+    """Request line and headers together (nginx's `large_client_header_buffers 4 8k`); past it HTTP 431, unread."""
+    max_headers: int = Field(default=100, ge=8)
+    """Header fields in one request (Apache's `LimitRequestFields`, HAProxy's `tune.http.maxhdr`); past it 431."""
+    head_timeout_seconds: float = Field(default=10.0, gt=0)
+    """Time to send a whole request head, from the connection's opening or the head's first byte (HAProxy's
+    `timeout http-request`); past it HTTP 408 and the connection closes (a connection that sent nothing just closes)."""
+    body_timeout_seconds: float = Field(default=60.0, gt=0)
+    """Longest pause between two reads of a request body (nginx's `client_body_timeout`); past it 408 and close."""
+    max_connections: int = Field(default=1024, ge=1)
+    """Open connections to this worker; a connection past it gets HTTP 503 for its first request, then closes."""
+    keep_alive_seconds: int = Field(default=5, ge=1)
+    """An idle keep-alive connection closes after this long (uvicorn's `timeout_keep_alive`)."""
     max_input_responses: int = Field(default=16, ge=1)
     """Answers one retry may carry; the tools ask a few questions per round."""
     max_answer_bytes: int = Field(default=16 * 1024, ge=256)

@@ -15,10 +15,10 @@ import uvicorn
 from pydantic import ValidationError
 
 from mrtr_worker.app import create_app
+from mrtr_worker.bounded_http import RequestBounds, bounded_protocol
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.draining_server import DrainingServer
 from mrtr_worker.keyring import KeyRing, KeyRingError
-from mrtr_worker.one_write import OneWriteProtocol
 
 
 def _config_error(message: str) -> int:
@@ -56,11 +56,25 @@ def main() -> int:
         log_level=settings.log_level.lower(),
         access_log=False,
         timeout_graceful_shutdown=settings.drain_timeout_seconds,
-        http=OneWriteProtocol,  # a response's head and body in one write (mrtr_worker.one_write)
+        timeout_keep_alive=settings.keep_alive_seconds,
+        # Bounded heads, bodies and connections, one answer per request (mrtr_worker.bounded_http), and
+        # a response's head and body in one write (mrtr_worker.one_write).
+        http=bounded_protocol(_request_bounds(settings)),
+        ws="none",  # no WebSocket upgrade: the protocol refuses every Upgrade before uvicorn could consider one
     )
     server = DrainingServer(config, app.state.worker)
     server.run()  # a signal that stopped it is raised again on the way out, ending the process there
     _leave_now()
+
+
+def _request_bounds(settings: WorkerSettings) -> RequestBounds:
+    return RequestBounds(
+        max_head_bytes=settings.max_head_bytes,
+        max_headers=settings.max_headers,
+        head_timeout=settings.head_timeout_seconds,
+        body_timeout=settings.body_timeout_seconds,
+        max_connections=settings.max_connections,
+    )
 
 
 def _configure_logging(level: str) -> None:

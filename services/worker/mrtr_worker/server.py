@@ -110,8 +110,9 @@ def build_mcp_server(
     # Index 0 is the SDK's OpenTelemetry middleware, index 1 its requestState boundary:
     # observing between them sees sealed tokens and the boundary's rejections.
     server.middleware.insert(1, ObserveRequests(metrics, lifecycle))
-    # Cheap bounds on the client's answers, checked before the state is opened or the answers parsed.
-    server.middleware.insert(2, LimitAnswers(settings.max_input_responses, settings.max_answer_bytes))
+    # Cheap bounds on the client's answers and state, checked before the state is opened or the answers parsed.
+    limits = LimitAnswers(settings.max_input_responses, settings.max_answer_bytes, settings.state_max_bytes)
+    server.middleware.insert(2, limits)
     # Innermost, after the requestState boundary: a bad prompt name or arguments is -32602, not -32603.
     server.middleware.append(PromptGuard(server))
     if push is not None:

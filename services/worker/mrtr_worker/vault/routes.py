@@ -17,6 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from mcp.server.auth.provider import TokenVerifier
 
+from mrtr_worker.auth import missing_scopes
 from mrtr_worker.vault import pages
 from mrtr_worker.vault.flows import FLOW_ID, Completion, StoreError, VaultFlows
 from mrtr_worker.vault.session import COOKIE, Session, SessionCodec
@@ -41,6 +42,8 @@ class VaultSite:
     verifier: TokenVerifier | None
     sessions: SessionCodec
     public_url: str
+    required_scopes: tuple[str, ...] = ()
+    """The scopes `/mcp` requires (`MRTR_WORKER_REQUIRED_SCOPES`): a token without them does not sign in either."""
 
     @property
     def origin(self) -> str:
@@ -88,6 +91,12 @@ def vault_router(site: VaultSite) -> APIRouter:
             logger.info("vault sign-in refused: the token is invalid or expired")
             session = _session(site, request)
             return _with_cookie(site, pages.sign_in(flow, session.csrf, error=_REFUSED_SIGN_IN, status=401), session)
+        missing = missing_scopes(access, site.required_scopes)
+        if missing:
+            logger.info("vault sign-in refused: %s's token lacks the required scope(s) %s", user.subject, missing)
+            session = _session(site, request)
+            error = _LACKS_SCOPES.format(scopes=", ".join(missing))
+            return _with_cookie(site, pages.sign_in(flow, session.csrf, error=error, status=403), session)
         expires = float(access.expires_at) if access.expires_at else float("inf")
         signed_in = Session.signed_in(user, expires)
         logger.info("vault sign-in: %s", user.subject)
@@ -128,6 +137,7 @@ def vault_router(site: VaultSite) -> APIRouter:
 _REFUSED_SIGN_IN = (
     "That token was not accepted (invalid, expired, or from another issuer). Mint a new one and try again."
 )
+_LACKS_SCOPES = "That token lacks the scope(s) this service requires ({scopes}). Sign in with a token that has them."
 
 
 async def _connect_page(site: VaultSite, flow: str, session: Session, user: User) -> HTMLResponse:
