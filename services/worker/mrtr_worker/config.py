@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from mrtr_worker.compute.policy import SheddingSettings
 from mrtr_worker.state_layout import READABLE_FORMATS
 
-KNOWN_PACKS = ("demo", "compute", "conformance")
+KNOWN_PACKS = ("demo", "compute", "conformance", "chaos")
 """Tool packs a worker can serve; `MRTR_WORKER_TOOL_PACKS` picks a subset."""
 
 SUPPORTED_VERSIONS = (1, 2)
