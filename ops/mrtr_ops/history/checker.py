@@ -60,6 +60,8 @@ class Verdict:
     """Creations whose reply never came (or said the store was unreachable): they may or may not exist."""
     refused_creations: int = 0
     completed: int = 0
+    exact: int = 0
+    """Completed with the reference's result and step count."""
     failed: int = 0
     cancelled: int = 0
     toxic: int = 0
@@ -222,6 +224,7 @@ def _check_tasks(
             and final.get("structured") == answer.structured
             and final.get("steps") == answer.steps
         )
+        verdict.exact += exact
         if not exact:
             verdict.wrong += 1
             verdict.note("wrong", f"{tool} {arguments} {task_id}: {final} (expected {answer})")
