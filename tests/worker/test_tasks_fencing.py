@@ -120,6 +120,8 @@ def test_a_zombie_cannot_commit_a_slice_taken_from_it(
         assert [(e["worker"], e["token"]) for e in commits if e["outcome"] == "fenced"] == [
             ("zombie", str(zombie.token))
         ]
+        checks = [(e["worker"], e["token"]) for e in await _history(store, leases) if e["kind"] == "check"]
+        assert checks == [("zombie", str(zombie.token))] * 2  # each refused boundary is on record too
         begins = [
             (e["worker"], e["token"], e["deliveries"]) for e in await _history(store, leases) if e["kind"] == "begin"
         ]

@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     mix.add_argument(
         "--rate", action="append", default=[], metavar="KIND=P", help="a fault kind's chance per tick (e.g. toxic=0)"
     )
+    mix.add_argument(
+        "--ensure", action="append", default=[], metavar="KIND", help="a fault kind done once early, whatever the draws"
+    )
     mix.add_argument("--doc", type=Path, default=None, help="also write the report into this file's run section")
     args = parser.parse_args(argv)
     if args.tasks:
@@ -98,6 +101,7 @@ def _tasks_mix(args: argparse.Namespace) -> int:
         redis_ha=args.redis_ha,
         deadline=args.deadline,
         rates=rates,
+        ensure=tuple(args.ensure),
     )
     return run_mix(options, args.out, doc=args.doc)
 

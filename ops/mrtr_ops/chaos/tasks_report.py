@@ -93,6 +93,7 @@ def markdown(summary: dict[str, Any]) -> list[str]:
         f"{summary['taken_over']} |",
         f"| commits landed / refused as fenced (a zombie's) / stale (a cancel) | {summary['commits_landed']} / "
         f"{summary['commits_fenced']} / {summary['commits_stale']} |",
+        f"| step boundaries refused as fenced (a zombie stopped before its commit) | {summary['boundaries_fenced']} |",
         f"| zombies frozen while holding a slice | {summary['zombies_holding_a_slice']} |",
         "",
         "Redelivery: seconds from the fault (kill -9, SIGSTOP) to the first begin, on another worker, of each "

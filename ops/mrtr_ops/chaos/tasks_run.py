@@ -75,6 +75,8 @@ class MixOptions:
     redis_ha: bool = False
     deadline: float = 1800.0
     rates: dict[str, float] = dataclasses.field(default_factory=dict)
+    ensure: tuple[str, ...] = ()
+    """Fault kinds done once each early in the run (`FaultMix`), whatever the draws."""
 
 
 def expect(tool: str, arguments: dict[str, Any]) -> Answer:
@@ -144,7 +146,7 @@ def _drive(cluster: LocalCluster, options: MixOptions, out: Path) -> tuple[Verdi
         rates=options.rates,
     )
     producers = _start_producers(cluster.mcp_url, options, out)
-    mix = FaultMix(registry, options.seed).start()
+    mix = FaultMix(registry, options.seed, options.ensure).start()
     try:
         for process in producers:
             process.wait(max(1.0, deadline - time.time() + 120))

@@ -83,6 +83,8 @@ class Verdict:
     commits_landed: int = 0
     commits_fenced: int = 0
     commits_stale: int = 0
+    boundaries_fenced: int = 0
+    """Step boundaries refused as fenced: a zombie stopped there, before any commit."""
     taken_over: int = 0
     """Begins of a slice delivered more than once (taken from a dead, frozen or late worker)."""
     redelivery_s: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
@@ -261,6 +263,9 @@ def _check_store(verdict: Verdict, by_task: dict[str, list[StoreEvent]]) -> None
                     looped = True
                     verdict.loops += 1
                     verdict.note("loops", f"{task_id}: {since_commit} begins without a commit")
+                continue
+            if event.kind == "check":
+                verdict.boundaries_fenced += 1
                 continue
             if event.outcome == "fenced":
                 verdict.commits_fenced += 1

@@ -25,7 +25,7 @@ _PAGE = 5_000
 @dataclass(frozen=True)
 class StoreEvent:
     kind: str
-    """`begin` or `commit`."""
+    """`begin`, `commit`, or `check` (a step boundary refused as fenced: a zombie stopped before its commit)."""
     task: str
     worker: str
     message: str

@@ -23,8 +23,8 @@ A commit is atomic with the checkpoint, the acknowledgement and the next
 slice's message, as before, and a worker counts a slice's steps only once
 its commit landed.
 
-When `history_max` is above 0, each begin and each commit attempt (landed
-or refused, and why) is also appended to the `history` stream in the same
+When `history_max` is above 0, each begin, each commit attempt (landed or
+refused, and why) and each step boundary refused as fenced is also appended to the `history` stream in the same
 script, so the record of what was committed is exactly what Redis kept:
 the chaos run's checker reads it (`mrtr_ops.history`).
 """
@@ -89,10 +89,17 @@ return {'ok', v[1], v[2], token, deliveries}
 """KEYS: task, stream, history. ARGV: group, message, consumer, history max, task id, the slice's revision."""
 
 _CHECK = """
+local function fenced()
+  if tonumber(ARGV[6]) > 0 then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'kind', 'check', 'outcome', 'fenced', 'task', ARGV[7],
+      'worker', ARGV[3], 'msg', ARGV[2], 'token', ARGV[4], 'rev', ARGV[5])
+  end
+  return 'fenced'
+end
 local v = redis.call('HMGET', KEYS[1], 'status', 'rev', 'lease')
-if v[3] and v[3] ~= ARGV[4] then return 'fenced' end
+if v[3] and v[3] ~= ARGV[4] then return fenced() end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[1], ARGV[2], ARGV[2], 1)
-if #pending == 0 or pending[1][2] ~= ARGV[3] then return 'fenced' end
+if #pending == 0 or pending[1][2] ~= ARGV[3] then return fenced() end
 if not v[1] or v[1] ~= 'working' or v[2] ~= ARGV[5] then
   redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
   redis.call('XDEL', KEYS[2], ARGV[2])
@@ -101,7 +108,8 @@ end
 redis.call('XCLAIM', KEYS[2], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID')
 return 'held'
 """
-"""KEYS: task, stream. ARGV: group, message, consumer, token, revision. Renews the lease only if still held."""
+"""KEYS: task, stream, history. ARGV: group, message, consumer, token, revision, history max, task id. Renews the
+lease only if still held; a refusal is logged (a zombie stopped at a step boundary)."""
 
 _COMMIT = """
 local function log(outcome, rev)
@@ -176,8 +184,17 @@ class SliceLeases:
     async def check(self, lease: Lease, consumer: str, rev: int) -> Check:
         """At a step boundary: still this worker's slice and the task still working at `rev`? Renews the lease."""
         store = self._store
-        keys = [store.task_key(lease.taken.task_id), store.stream]
-        args: list[str | int] = [self._group, lease.taken.message_id, consumer, lease.token, rev]
+        task_id = lease.taken.task_id
+        keys = [store.task_key(task_id), store.stream, self.history]
+        args: list[str | int] = [
+            self._group,
+            lease.taken.message_id,
+            consumer,
+            lease.token,
+            rev,
+            self.history_max,
+            task_id,
+        ]
         return Check(str(await self._check(keys=keys, args=args)))
 
     async def commit(self, lease: Lease, consumer: str, stored: Stored, record: TaskRecord, *, requeue: bool) -> Check:
