@@ -299,6 +299,11 @@ def main() -> int:
     options.add_argument("--limit", type=int, default=0, help="one count_primes limit instead of the mix (smoke runs)")
     options.add_argument("--lease-ms", type=int, default=DEFAULT_LEASE_MS, help="worker task lease (default 5000)")
     options.add_argument("--slice-ms", type=int, default=DEFAULT_SLICE_MS, help="worker task slice (default 1000)")
+    options.add_argument(
+        "--recovery-only",
+        action="store_true",
+        help="only the kill -9 trials, written as their own section (tasks-recovery) of the report",
+    )
     args = options.parse_args()
     calls = (PrimesCall(args.limit, min(args.limit, 2_500_000)),) if args.limit else MIX
     env = {
@@ -306,6 +311,23 @@ def main() -> int:
         "MRTR_WORKER_TASK_LEASE_MS": str(args.lease_ms),
         "MRTR_WORKER_TASK_SLICE_MS": str(args.slice_ms),
     }
+    if args.recovery_only:
+        with clusters(env, workers=WORKERS) as (cluster,):
+            recoveries, missed = measure_recovery(
+                cluster, args.recoveries, slice_ms=args.slice_ms, lease_ms=args.lease_ms
+            )
+        lines = [
+            "## Tasks: the next step elsewhere after kill -9",
+            "",
+            "One cluster: the proxy, three workers and one Redis, every request through the proxy, the workers' "
+            f"task settings at lease {args.lease_ms} ms and slice {args.slice_ms} ms (`scripts/bench tasks "
+            "--recovery-only`: the recovery trials of the tasks benchmark alone). Run on a busy two-core machine "
+            "shared with other work.",
+            "",
+            *_recovery_lines(recoveries, missed, args.lease_ms, args.slice_ms),
+        ]
+        publish("tasks-recovery", lines, write=not args.no_report)
+        return 1 if sum(not r.correct for r in recoveries) or len(recoveries) < args.recoveries else 0
     with clusters(env, workers=WORKERS) as (cluster,):
         latency = asyncio.run(measure_latency(cluster, 4, args.latency))
         runs = asyncio.run(measure_throughput(cluster, calls, args.callers, args.warmup, args.duration))
