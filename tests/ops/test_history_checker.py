@@ -140,11 +140,12 @@ def test_a_toxic_task_must_end_failed_with_its_own_error(value: dict[str, Any], 
     assert verdict.wrong == wrong
 
 
-def test_a_slice_begun_over_and_over_without_a_commit_is_a_loop() -> None:
+def test_a_slice_handed_out_over_and_over_is_a_loop_but_slices_put_back_are_not() -> None:
     ops, events = _correct()
     looping = [StoreEvent("begin", "t2", f"w{n % 3}", "9-0", n + 1, 200_000 + n, 1, deliveries=n + 1) for n in range(7)]
-    verdict = _checked(ops, looping + events)
-    assert verdict.loops == 1
+    assert _checked(ops, looping + events).loops == 1
+    put_back = [StoreEvent("begin", "t2", "w1", f"{n}-0", n + 1, 200_000 + n, 1, deliveries=1) for n in range(7)]
+    assert _checked(ops, put_back + events).loops == 0  # each a new message: busy workers, not a poison slice
 
 
 def test_a_wrong_mrtr_answer_is_counted_and_an_unfinished_call_is_not_wrong() -> None:

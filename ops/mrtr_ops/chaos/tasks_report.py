@@ -63,8 +63,8 @@ def markdown(summary: dict[str, Any]) -> list[str]:
     lines = [
         f"Run of {s['seconds']:.0f} s on {_machine()}: {s['tasks']} tasks from {s['producers']} producer processes "
         f"({s['concurrency']} in flight each, a plain MRTR call every few tasks), {s['workers']} workers, {store}; "
-        f"slices of {s['slice_ms']} ms, a worker dead after {s['dead_ms']} ms without a heartbeat, a run-time limit "
-        f"of {s['max_run_ms'] / 1000:g} s; seed {s['seed']}, {s['ticks']} ticks of 0.25 s.",
+        f"slices of {s['slice_ms']} ms, a worker dead after {s['dead_ms']} ms without a heartbeat, the endless toxic "
+        f"task's run-time limit {s['max_run_ms'] / 1000:g} s; seed {s['seed']}, {s['ticks']} ticks of 0.25 s.",
         "",
         "| fault (chance per tick) | done |",
         "|---|---:|",
@@ -86,7 +86,7 @@ def markdown(summary: dict[str, Any]) -> list[str]:
         f"**{summary['terminal_disagreements'] + summary['terminal_commits_not_one']}** |",
         f"| **committed twice** (a step range not starting where the last ended) | **{summary['committed_twice']}** |",
         f"| **wrong** (a result, a step count or a toxic task's end) | **{summary['wrong']}** |",
-        f"| looping tasks ({'>'} 5 begins without a commit) | {summary['loops']} |",
+        f"| looping tasks (a slice handed out more than 5 times) | {summary['loops']} |",
         f"| MRTR calls / wrong / not finished within the client's retries | {summary['mrtr_calls']} / "
         f"**{summary['mrtr_wrong']}** / {summary['mrtr_unfinished']} |",
         f"| slices begun / of them taken over from another worker | {summary['slices_begun']} / "

@@ -38,7 +38,7 @@ MRTR_CASES: tuple[tuple[str, dict[str, Any]], ...] = (
 TOXIC_ERRORS = {
     RAISES: "the chaos_raise job failed (RuntimeError)",
     EXITS: "the chaos_exit job failed (SystemExit)",
-    NEVER_ENDS: "past the run-time limit",
+    NEVER_ENDS: "past the run-time limit of 3 s",
 }
 """What each toxic task's error message must say (the never-ending one: its limit, in a longer sentence)."""
 

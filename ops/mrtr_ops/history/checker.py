@@ -16,7 +16,7 @@ the store's events (`store_events`: begins and commits), the expected answers
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +26,8 @@ from mrtr_ops.history.store_events import StoreEvent
 from mrtr_ops.percentiles import percentile
 
 LOOP_BEGINS = 5
-"""Begins of one task in a row with no commit landing between them: a loop (a poison slice), not bad luck."""
+"""Begins of one slice (one message, handed out again and again) beyond which it is a loop: a poison slice. A slice
+put back (busy, a straggler) is a new message, so only redeliveries count."""
 EXAMPLES = 5
 
 
@@ -252,17 +253,13 @@ def _check_mrtr(verdict: Verdict, ops: Sequence[Op], expect: Expect) -> None:
 
 def _check_store(verdict: Verdict, by_task: dict[str, list[StoreEvent]]) -> None:
     for task_id, events in by_task.items():
-        at, since_commit = 0, 0
-        looped = False
+        at = 0
+        begins: Counter[str] = Counter()
         for event in events:  # in the order Redis logged them
             if event.kind == "begin":
                 verdict.slices_begun += 1
                 verdict.taken_over += event.deliveries > 1
-                since_commit += 1
-                if since_commit > LOOP_BEGINS and not looped:
-                    looped = True
-                    verdict.loops += 1
-                    verdict.note("loops", f"{task_id}: {since_commit} begins without a commit")
+                begins[event.message] += 1
                 continue
             if event.kind == "check":
                 verdict.boundaries_fenced += 1
@@ -274,11 +271,14 @@ def _check_store(verdict: Verdict, by_task: dict[str, list[StoreEvent]]) -> None
             if not event.landed:
                 continue
             verdict.commits_landed += 1
-            since_commit = 0
             if event.steps_from != at:
                 verdict.committed_twice += 1
                 verdict.note("committed_twice", f"{task_id}: [{event.steps_from}, {event.steps_to}) after {at}")
             at = event.steps_to
+        looping = [message for message, count in begins.items() if count > LOOP_BEGINS]
+        if looping:
+            verdict.loops += 1
+            verdict.note("loops", f"{task_id}: slice {looping[0]} begun {begins[looping[0]]} times")
 
 
 def _redeliveries(verdict: Verdict, by_task: dict[str, list[StoreEvent]], faults: Sequence[FaultTime]) -> None:

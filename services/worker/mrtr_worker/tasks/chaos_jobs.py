@@ -2,7 +2,8 @@
 
 docket's chaos driver queues a task that calls `sys.exit(42)`; ours queues
 that one and two more: one whose step raises, and one that never finishes
-and must be stopped by the run-time limit (`MRTR_WORKER_TASK_MAX_RUN_MS`).
+and must be stopped by the run-time limit (its own, 3 s, tighter than the
+fleet's `MRTR_WORKER_TASK_MAX_RUN_MS`; the runner applies the tighter).
 None may crash the worker that runs it, loop through redeliveries, or take
 a compute slot: their steps wait on the event loop, as the conformance jobs
 do.
@@ -49,6 +50,9 @@ def _unreachable(state: State) -> dict[str, object]:
 
 RAISING_JOB = Job(RAISES, lambda a: {}, _raise, _never_done, _unreachable)
 EXITING_JOB = Job(EXITS, lambda a: {}, _exit, _never_done, _unreachable)
-ENDLESS_JOB = Job(NEVER_ENDS, lambda a: {"spins": 0}, _spin, _never_done, _unreachable)
+ENDLESS_RUN_MS = 3_000
+"""The endless job's own run-time limit: it fails after 3 s of slices, whatever the fleet's (an hour by default)."""
+
+ENDLESS_JOB = Job(NEVER_ENDS, lambda a: {"spins": 0}, _spin, _never_done, _unreachable, max_run_ms=ENDLESS_RUN_MS)
 
 TOXIC_JOBS = (RAISING_JOB, EXITING_JOB, ENDLESS_JOB)

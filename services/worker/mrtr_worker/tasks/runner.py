@@ -95,7 +95,7 @@ def run_limit_failure(run_ms: int, limit_ms: int) -> TaskFailure:
     return TaskFailure(
         INTERNAL_ERROR,
         f"the task ran {run_ms / 1000:.1f} s without finishing, past the run-time limit of {limit_ms / 1000:g} s "
-        "(MRTR_WORKER_TASK_MAX_RUN_MS)",
+        "(MRTR_WORKER_TASK_MAX_RUN_MS, or the job's own)",
         {"reason": "run_time_limit", "limitMs": limit_ms, "ranMs": run_ms},
     )
 
@@ -488,8 +488,9 @@ class TaskRunner:
                 await self._finish(stored, replace(record, state=state, steps=steps), None, lease, job)
                 return
             ran_ms = stored.record.run_ms + int((time.monotonic() - started) * 1000)
-            if self._max_run_ms and ran_ms >= self._max_run_ms:
-                failure = run_limit_failure(ran_ms, self._max_run_ms)
+            limit_ms = min((ms for ms in (self._max_run_ms, job.max_run_ms) if ms > 0), default=0)
+            if limit_ms and ran_ms >= limit_ms:
+                failure = run_limit_failure(ran_ms, limit_ms)
                 await self._finish(stored, replace(record, state=state, steps=steps), failure, lease)
                 return
             boundary = Boundary(
