@@ -141,6 +141,8 @@ class TaskRunner:
         self._max_run_ms = max_run_ms
         self._adopted = asyncio.Event()
         """Set once what a previous process under this name left pending was put back: only then does it take any."""
+        self._orphans: list[Dead] = []
+        """Workers seen dead that still hold slices, as of the last heartbeat round: taken before fresh slices."""
         self._beating_since: float | None = None
         """Since when (monotonic) this worker's heartbeats have gone through without a failure."""
         self._policy = policy or SheddingPolicy(SheddingSettings(straggler_ratio=0))
@@ -271,7 +273,9 @@ class TaskRunner:
                 if not group_ready:
                     await self._store.ensure_group()
                     group_ready = True
-                taken = await self._store.take(self.consumer, 1 if late else self._poll_ms)
+                taken = await self._orphan() if self._orphans else None  # a dead worker's slice goes first
+                if taken is None:
+                    taken = await self._store.take(self.consumer, 1 if late else self._poll_ms)
                 self.last_error = None
             except (RedisError, OSError) as exc:
                 self._capacity.release()
@@ -371,26 +375,37 @@ class TaskRunner:
             logger.info("put back %d slice(s) a previous process named %s left pending", len(taken), self.consumer)
 
     async def _take_over_dead(self) -> None:
-        for dead in await self._presence.dead():
-            while not self._paused() and not self._capacity.locked() and self._free_slot():
-                await self._capacity.acquire()
-                try:
-                    slices = await self._presence.take_over(dead, 1)
-                except BaseException:
-                    self._capacity.release()
-                    raise
-                if not slices:
-                    self._capacity.release()
-                    break
-                logger.info(
-                    "taking over slice %s of task %s (%s seen dead)",
-                    slices[0].message_id,
-                    slices[0].task_id,
-                    dead.consumer,
-                )
-                self._takeovers.inc()
-                self._metrics.task_slices.labels(outcome="taken_over").inc()
-                self._spawn(slices[0])
+        """Claim the slices of workers seen dead while this one has room; otherwise they are `_orphans`, which the
+        consume loop takes before any fresh slice as soon as room frees (a saturated fleet would leave them behind
+        every slice in the queue, and the dead worker's tasks would wait for it to drain)."""
+        self._orphans = await self._presence.dead()
+        while self._orphans and not self._paused() and not self._capacity.locked() and self._free_slot():
+            await self._capacity.acquire()
+            try:
+                taken = await self._orphan()
+            except BaseException:
+                self._capacity.release()
+                raise
+            if taken is None:
+                self._capacity.release()
+                break
+            self._spawn(taken)
+
+    async def _orphan(self) -> Slice | None:
+        """One slice of a worker seen dead, claimed for this one (the caller holds a unit of capacity)."""
+        while self._orphans:
+            dead = self._orphans[0]
+            slices = await self._presence.take_over(dead, 1)
+            if not slices:
+                self._orphans.pop(0)  # none left (claimed by others, or it came back)
+                continue
+            logger.info(
+                "taking over slice %s of task %s (%s seen dead)", slices[0].message_id, slices[0].task_id, dead.consumer
+            )
+            self._takeovers.inc()
+            self._metrics.task_slices.labels(outcome="taken_over").inc()
+            return slices[0]
+        return None
 
     def _free_slot(self) -> bool:
         return self._slots is None or self._slots.available
