@@ -4,15 +4,22 @@ Layout (every key under the configured prefix):
 
 * `task:{id}`: a hash of `rec` (the sealed record), `rev` (a revision counter
   bumped by every write) and `status` (plain: it reveals nothing, and the
-  runner reads it at every step to notice a cancel cheaply). Its expiry is
-  the task's TTL, reset by every write: Redis itself removes a task that saw
-  no activity for that long, and never sooner.
+  runner reads it at every step to notice a cancel cheaply), plus `lease`
+  (the fencing token, bumped by every slice begun), `holder` (the worker
+  that began the last slice) and `commit` (the last commit's id), all
+  written by the scripts of `tasks.leases`. Its expiry is the task's TTL,
+  reset by every write: Redis itself removes a task that saw no activity
+  for that long, and never sooner.
 * `live:{principal digest}`: a sorted set of the principal's unfinished
   tasks, scored by their expiry, for the cap.
 * `slices` (a stream) with the consumer group `workers`: one message per
   runnable slice, `{task, rev}`. A worker reads with XREADGROUP as its
   instance id; the message stays pending (leased) until acknowledged; a
-  slice whose worker died is taken over with XAUTOCLAIM after the lease.
+  slice whose worker died is claimed at once by a live worker
+  (`tasks.presence`, with `alive:{worker}` heartbeat keys), or with
+  XAUTOCLAIM after the lease as a backstop.
+* `history` (a stream, only with `MRTR_WORKER_TASK_HISTORY_MAX` > 0): every
+  slice begun and every commit tried (`tasks.leases`), for the chaos checker.
 * `runners`: a sorted set of the workers taking slices, scored by when each
   last said so (`heartbeat`), so a worker knows whether anyone else could
   take a slice it puts back (the straggler rule).
@@ -29,9 +36,10 @@ queued slices carry) and the expiry stay as they were. The rolling upgrade
 runs it before retiring the old key, so no record is left that only it opens.
 
 Every write is one optimistic transaction (WATCH the task, check `rev`,
-MULTI/EXEC): the checkpoint, the acknowledgement of the slice just run and
-the message of the next one land together or not at all, so a slice is
-never lost and never runs from a stale checkpoint.
+MULTI/EXEC), or for a slice's commit one script (`tasks.leases`, fenced):
+the checkpoint, the acknowledgement of the slice just run and the message
+of the next one land together or not at all, so a slice is never lost and
+never runs from a stale checkpoint.
 """
 
 from __future__ import annotations
@@ -206,13 +214,6 @@ class TaskStore:
         if sealed is None or rev is None:
             return None
         return Stored(self._sealer.open(task_id, sealed), int(rev))
-
-    async def status(self, task_id: str) -> tuple[Status, int] | None:
-        """The plain status and revision: what the runner checks at every step boundary."""
-        values = cast(list[str | None], await self.client.hmget(self.task_key(task_id), ["status", "rev"]))
-        if values[0] is None or values[1] is None:
-            return None
-        return Status(values[0]), int(values[1])
 
     async def commit(
         self, stored: Stored, record: TaskRecord, *, ack: str | None = None, requeue: bool = False
@@ -403,10 +404,6 @@ class TaskStore:
             return None
         added = int(str(entries[0][0]).split("-", 1)[0])
         return max(0, int(seconds) * 1000 + int(micros) // 1000 - added)
-
-    async def renew(self, consumer: str, message_id: str) -> None:
-        """Keep a slice's lease while it runs (reset its idle time)."""
-        await self.client.xclaim(self.stream, GROUP, consumer, 0, [message_id], justid=True)
 
     async def put_back(self, taken: Slice) -> None:
         """Hand a slice this worker cannot run to the others, unchanged (same revision), in one step."""
