@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # a cluster, two producer processes and the fault mix
 
-TASKS = 80
+TASKS = 60
 ENSURED = ("worker-stop", "worker-kill", "redis-restart", "toxic")
 
 
