@@ -20,6 +20,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from mrtr_ops.local.redis import RedisServer
+from mrtr_ops.waiting import wait_until_async
 from mrtr_worker.keyring import new_ring
 from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.tasks.leases import Check, Lease, SliceLeases
@@ -182,11 +183,16 @@ def test_a_cancelled_task_stops_its_slice_at_the_next_boundary_and_acknowledges_
     _run(scenario)
 
 
-def _named(url: str, prefix: str, consumer: str) -> tuple[TaskStore, Presence]:
-    """A worker's store with named connections, and its presence (a heartbeat that lives a minute)."""
+def _named(url: str, prefix: str, consumer: str, dead_ms: int = 60_000) -> tuple[TaskStore, Presence]:
+    """A worker's store with named connections, and its presence (by default a heartbeat that lives a minute)."""
     incarnation = secrets.token_hex(4)
     store = _store(url, prefix, client_name(prefix, consumer, incarnation))
-    return store, Presence(store, group=GROUP, consumer=consumer, incarnation=incarnation, dead_ms=60_000)
+    return store, Presence(store, group=GROUP, consumer=consumer, incarnation=incarnation, dead_ms=dead_ms)
+
+
+async def _trusting_connections(presence: Presence) -> None:
+    """Until the judge's own connection is older than its `dead_ms`: only then does it read the connection list."""
+    await wait_until_async(presence.sees_connections, timeout=30, interval=0.1, what="the judge's connection to age")
 
 
 def test_a_worker_whose_connections_are_gone_is_seen_dead_at_once_and_its_slices_claimed_once(
@@ -195,7 +201,8 @@ def test_a_worker_whose_connections_are_gone_is_seen_dead_at_once_and_its_slices
     """Its heartbeat key has a minute to live: only the closed connections tell (what `kill -9` leaves)."""
 
     async def scenario() -> None:
-        stores = {name: _named(redis_server.url, prefix, name) for name in ("victim", "a", "b")}
+        stores = {"victim": _named(redis_server.url, prefix, "victim")}
+        stores |= {name: _named(redis_server.url, prefix, name, dead_ms=1000) for name in ("a", "b")}
         victim_store = stores["victim"][0]
         await victim_store.ensure_group()
         for _, presence in stores.values():
@@ -205,6 +212,7 @@ def test_a_worker_whose_connections_are_gone_is_seen_dead_at_once_and_its_slices
             assert await victim_store.take("victim", 1000) is not None
         _, a = stores["a"]
         b_store, b = stores["b"]
+        await _trusting_connections(a)
         assert await a.dead() == []  # alive: its key and its connections are there
         await victim_store.close()  # its connections close, as a killed process's do
         seen = await a.dead()
@@ -228,16 +236,40 @@ def test_a_worker_whose_connections_are_gone_is_seen_dead_at_once_and_its_slices
     _run(scenario)
 
 
+def test_a_judge_whose_own_connection_is_new_does_not_trust_the_connection_list(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """Just after a failover or a restart every connection is new: a live worker whose client has not reconnected
+    yet has none there. Until its own connection is older than `dead_ms`, the judge goes by heartbeats alone."""
+
+    async def scenario() -> None:
+        victim_store, victim = _named(redis_server.url, prefix, "quiet")
+        judge_store, judge = _named(redis_server.url, prefix, "judge", dead_ms=5_000)
+        await victim_store.ensure_group()
+        await victim.beat()
+        await judge.beat()
+        await victim_store.create(_record(), max_live=10)
+        assert await victim_store.take("quiet", 1000) is not None
+        await victim_store.close()  # no connection left, but its heartbeat key lives a minute
+        assert not await judge.sees_connections()
+        assert await judge.dead() == []
+        await judge_store.close()
+
+    _run(scenario)
+
+
 def test_a_worker_that_came_back_under_its_name_is_not_taken_over(redis_server: RedisServer, prefix: str) -> None:
     """Judged dead, then restarted (same name, a new incarnation beating) before the claim: the claim is void."""
 
     async def scenario() -> None:
-        (old_store, old), (a_store, a) = (_named(redis_server.url, prefix, name) for name in ("w1", "a"))
+        old_store, old = _named(redis_server.url, prefix, "w1")
+        a_store, a = _named(redis_server.url, prefix, "a", dead_ms=1000)
         await old_store.ensure_group()
         await old.beat()
         await a.beat()
         await old_store.create(_record(), max_live=10)
         assert await old_store.take("w1", 1000) is not None
+        await _trusting_connections(a)
         await old_store.close()
         seen = await a.dead()
         assert [d.consumer for d in seen] == ["w1"]

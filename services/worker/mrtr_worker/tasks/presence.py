@@ -21,8 +21,13 @@ on a starved machine) loses nothing but the work since its last commit: the
 fencing of `tasks.leases` refuses its next boundary and its commit.
 
 A worker judges others only once its own heartbeat has gone through for a
-whole `dead_ms` in a row: after a Redis restart every key is gone and every
-connection new, and each live worker needs one beat to say so again.
+whole `dead_ms` in a row, with no gap longer than `dead_ms` between two
+beats: after a Redis restart or a failover every key may be gone, and a
+worker that was itself stalled that long cannot tell others' silence from
+its own. And it trusts the connection list only once its own connection to
+this Redis is older than `dead_ms` (the `age` CLIENT LIST shows): after a
+failover every connection is new, and a live worker whose client has not
+reconnected yet has none there.
 """
 
 from __future__ import annotations
@@ -120,14 +125,24 @@ class Presence:
                 found.append(Dead(name, alive or "", holding[name]))
         return found
 
+    async def sees_connections(self) -> bool:
+        """Whether the connection list counts in the judgement now (see `_connected`)."""
+        return await self._connected() is not None
+
     async def _connected(self) -> set[str] | None:
-        """The names of the clients connected now (None if this Redis user may not list them)."""
+        """The names of the clients connected now; None if this Redis user may not list them, or if this worker's
+        own connection here is younger than `dead_ms` (a Redis just restarted or promoted: others may not have
+        reconnected yet)."""
         if not self._names_supported:
             return None
         try:
             clients: Any = await self._store.client.client_list(_type="normal")
         except ResponseError:  # NOPERM: an ACL without CLIENT LIST; the heartbeat alone judges
             self._names_supported = False
+            return None
+        mine = client_name(self._store.prefix, self.consumer, self.incarnation)
+        age = max((int(c.get("age", 0)) for c in clients if c.get("name") == mine), default=0)
+        if age * 1000 < self.dead_ms:
             return None
         return {str(c.get("name")) for c in clients if c.get("name")}
 

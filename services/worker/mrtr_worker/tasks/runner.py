@@ -144,7 +144,8 @@ class TaskRunner:
         self._orphans: list[Dead] = []
         """Workers seen dead that still hold slices, as of the last heartbeat round: taken before fresh slices."""
         self._beating_since: float | None = None
-        """Since when (monotonic) this worker's heartbeats have gone through without a failure."""
+        """Since when (monotonic) this worker's heartbeats have gone through without a failure or a long gap."""
+        self._last_beat = 0.0
         self._policy = policy or SheddingPolicy(SheddingSettings(straggler_ratio=0))
         self._slots = slots
         self._identity = identity
@@ -348,8 +349,10 @@ class TaskRunner:
                     await self._adopt()
                     self._adopted.set()
                 await self._presence.beat()
-                if self._beating_since is None:
-                    self._beating_since = time.monotonic()
+                beat = time.monotonic()
+                if self._beating_since is None or (beat - self._last_beat) * 1000 > self._presence.dead_ms:
+                    self._beating_since = beat  # a gap (an outage, a failover, a stall here): judge no one for a while
+                self._last_beat = beat
                 if not self._paused() and self._judging():
                     await self._take_over_dead()
             except (RedisError, OSError):
