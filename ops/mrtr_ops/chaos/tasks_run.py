@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import random
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -194,16 +194,13 @@ def _start_producers(url: str, options: MixOptions, out: Path) -> list[subproces
     return processes
 
 
-_toxic_lock = threading.Lock()
-_toxic_draws: list[int] = []
+_TOXIC_DRAWS = itertools.count(1)
+"""One seeded draw per toxic task (each runs in a thread of its own)."""
 
 
 def _toxic(url: str, log: OpLog, deadline: float, seed: int) -> None:
     """Queue one toxic task and follow it to its end (the driver's, as in docket's mix)."""
-    with _toxic_lock:
-        _toxic_draws.append(1)
-        rng = random.Random(seed * 7919 + len(_toxic_draws))
-    tool = pick_toxic(rng)
+    tool = pick_toxic(random.Random(seed * 7919 + next(_TOXIC_DRAWS)))
 
     async def one() -> None:
         async with AsyncClient(url, policy=producer.PATIENT, task_policy=producer.POLLING) as client:
