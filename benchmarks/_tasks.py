@@ -1,14 +1,17 @@
 """The task store seen from outside, and one recovery trial: what `benchmarks.tasks` measures through Redis.
 
-Recovery is timed against the store itself, where the lease lives: the
-slice of a task is one pending message in the workers' consumer group, held
-by the instance running it (XPENDING names it), and every write of the task
-bumps its `rev`. After a `kill -9` of that instance, the message changes
-hands when a survivor's XAUTOCLAIM takes it over (the task's next step
-starts there), and `rev` moves when the survivor writes the task again (its
-next checkpoint, or the result). Reading Redis every few milliseconds adds
-no load worth counting, and unlike a metric scrape it cannot miss the
-moment.
+Recovery is timed against the store itself: the slice of a task is one
+pending message in the workers' consumer group, held by the instance
+running it (XPENDING names it), every slice a worker begins bumps the task's
+fencing token (`lease` in its hash, with `holder` naming the worker:
+`mrtr_worker.tasks.leases`), and every write of the task bumps its `rev`.
+After a `kill -9` of that instance, the message changes hands when a
+survivor claims it (it saw the victim's connections gone:
+`mrtr_worker.tasks.presence`), the task's next step starts when the
+survivor begins the slice (the token moves, `holder` names it), and `rev`
+moves when the survivor writes the task again (its next checkpoint, or the
+result). Reading Redis every few milliseconds adds no load worth counting,
+and unlike a metric scrape it cannot miss the moment.
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ class Recovery:
 
     victim: str
     taken_over: float
-    """A survivor's XAUTOCLAIM took the slice: the task's next step starts there."""
+    """A survivor claimed the slice (the message changed hands)."""
+    next_step: float
+    """A survivor began the slice (its fencing token): the task's next step starts there at once."""
     rewritten: float
     """A survivor wrote the task (checkpoint or result): the work is safe again."""
     correct: bool
@@ -81,6 +86,11 @@ class TaskStoreView:
 
     def record_bytes(self, task_id: str) -> int:
         return int(self._redis.hstrlen(f"{PREFIX}task:{task_id}", "rec"))
+
+    def lease(self, task_id: str) -> tuple[int, str | None]:
+        """The task's fencing token and the worker that began its last slice (`tasks.leases`)."""
+        values: Any = self._redis.hmget(f"{PREFIX}task:{task_id}", ["lease", "holder"])
+        return int(values[0] or 0), values[1]
 
     def rev(self, task_id: str) -> int:
         value = self._redis.hget(f"{PREFIX}task:{task_id}", "rev")
@@ -126,6 +136,7 @@ def recover_once(
     time.sleep(random.uniform(0.2, 0.8) * slice_ms / 1000)  # a point inside the slice, not a wait for readiness
     message_id, victim = view.holder() or held
     rev, size = view.rev(task_id), view.record_bytes(task_id)
+    token, _ = view.lease(task_id)
     kill_instance(cluster, victim)
     killed = time.monotonic()
     if view.holder_of(message_id) != victim or view.rev(task_id) != rev:
@@ -139,9 +150,16 @@ def recover_once(
         what=f"a survivor to take over task {task_id}",
     )
     taken_over = time.monotonic() - killed
+
+    def begun_elsewhere() -> bool:
+        now, holder = view.lease(task_id)
+        return (now > token and holder != victim) or view.rev(task_id) > rev
+
+    wait_until(begun_elsewhere, timeout=timeout, interval=_POLL_SECONDS, what=f"task {task_id} to go on elsewhere")
+    next_step = time.monotonic() - killed
     wait_until(lambda: view.rev(task_id) > rev, timeout=timeout, interval=_POLL_SECONDS, what=f"task {task_id} again")
     rewritten = time.monotonic() - killed
-    return Recovery(victim, taken_over, rewritten, _finish(cluster, task_id, call), size)
+    return Recovery(victim, taken_over, next_step, rewritten, _finish(cluster, task_id, call), size)
 
 
 def _finish(cluster: LocalCluster, task_id: str, call: PrimesCall) -> bool:

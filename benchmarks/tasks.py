@@ -21,8 +21,10 @@ this order:
 4. **Recovery.** A long task is created, the instance running its slice is
    killed with SIGKILL (with its step pool) at a random point of the slice,
    and the store is watched (`benchmarks._tasks`): seconds until a survivor
-   takes the slice over, and until it writes the task again. The victim is
-   restarted before the next trial.
+   claims the slice, until it begins it (the task's next step starts there:
+   issue 24 wants it within 1 s of the kill, p50 and worst over repeated
+   kills), and until it writes the task again. The victim is restarted
+   before the next trial.
 
 Every answer is checked: exact prime counts, a task for every task call,
 and after a recovery the exact step count.
@@ -58,8 +60,8 @@ LONG = PrimesCall(100_000_000, 2_500_000)
 DEFAULT_LEASE_MS, DEFAULT_SLICE_MS = 5_000, 1_000
 """The worker's defaults (`MRTR_WORKER_TASK_LEASE_MS`, `_TASK_SLICE_MS`)."""
 TARGET_RATIO = 0.9
-RECOVERY_MARGIN = 1.0
-"""Seconds a recovery may take beyond the lease."""
+NEXT_STEP_TARGET_S = 1.0
+"""The next step of a killed worker's task starts elsewhere within this many seconds of the kill (issue 24 §3)."""
 
 OneCall = Callable[[PrimesCall], Awaitable[bool]]
 
@@ -293,10 +295,15 @@ def main() -> int:
     options.add_argument("--warmup", type=float, default=3.0, help="seconds of load before each window (default 3)")
     options.add_argument("--callers", type=int, default=12, help="closed-loop callers (default 12)")
     options.add_argument("--latency", type=float, default=10.0, help="seconds of the latency phase (default 10)")
-    options.add_argument("--recoveries", type=int, default=3, help="kill -9 trials (default 3)")
+    options.add_argument("--recoveries", type=int, default=10, help="kill -9 trials (default 10)")
     options.add_argument("--limit", type=int, default=0, help="one count_primes limit instead of the mix (smoke runs)")
     options.add_argument("--lease-ms", type=int, default=DEFAULT_LEASE_MS, help="worker task lease (default 5000)")
     options.add_argument("--slice-ms", type=int, default=DEFAULT_SLICE_MS, help="worker task slice (default 1000)")
+    options.add_argument(
+        "--recovery-only",
+        action="store_true",
+        help="only the kill -9 trials, written as their own section (tasks-recovery) of the report",
+    )
     args = options.parse_args()
     calls = (PrimesCall(args.limit, min(args.limit, 2_500_000)),) if args.limit else MIX
     env = {
@@ -304,6 +311,23 @@ def main() -> int:
         "MRTR_WORKER_TASK_LEASE_MS": str(args.lease_ms),
         "MRTR_WORKER_TASK_SLICE_MS": str(args.slice_ms),
     }
+    if args.recovery_only:
+        with clusters(env, workers=WORKERS) as (cluster,):
+            recoveries, missed = measure_recovery(
+                cluster, args.recoveries, slice_ms=args.slice_ms, lease_ms=args.lease_ms
+            )
+        lines = [
+            "## Tasks: the next step elsewhere after kill -9",
+            "",
+            "One cluster: the proxy, three workers and one Redis, every request through the proxy, the workers' "
+            f"task settings at lease {args.lease_ms} ms and slice {args.slice_ms} ms (`scripts/bench tasks "
+            "--recovery-only`: the recovery trials of the tasks benchmark alone). Run on a busy two-core machine "
+            "shared with other work.",
+            "",
+            *_recovery_lines(recoveries, missed, args.lease_ms, args.slice_ms),
+        ]
+        publish("tasks-recovery", lines, write=not args.no_report)
+        return 1 if sum(not r.correct for r in recoveries) or len(recoveries) < args.recoveries else 0
     with clusters(env, workers=WORKERS) as (cluster,):
         latency = asyncio.run(measure_latency(cluster, 4, args.latency))
         runs = asyncio.run(measure_throughput(cluster, calls, args.callers, args.warmup, args.duration))
@@ -417,36 +441,39 @@ def _checkpoint_lines(tasks: Run, slice_ms: int, record_bytes: list[int]) -> lis
 
 
 def _recovery_lines(recoveries: list[Recovery], missed: int, lease_ms: int, slice_ms: int) -> list[str]:
-    bound = lease_ms / 1000 + RECOVERY_MARGIN
     lines = [
         f"A {LONG.limit // 1_000_000}M `count_primes` task ({LONG.steps} steps) is created; the instance holding its "
         "slice (XPENDING in Redis) is killed with SIGKILL, step pool included, at a random point of the slice; "
-        "Redis is read every 5 ms from then on. **Taken over**: a survivor's XAUTOCLAIM holds the slice (the "
-        "task's next step starts there). **Written again**: the survivor's first write of the task (its next "
-        "checkpoint, or the result). The task then completes; its count and step count are checked.",
+        "Redis is read every 5 ms from then on. **Claimed**: a survivor holds the slice's message. **Next step**: "
+        "the survivor begins the slice (the task's fencing token moves, `holder` names it), and its first step "
+        "starts there. **Written again**: the survivor's first write of the task (its next checkpoint, or the "
+        "result). The task then completes; its count and step count are checked.",
         "",
-        "| trial | killed | taken over s | written again s | exact result and steps |",
-        "|---:|---|---:|---:|---|",
+        "| trial | killed | claimed s | next step s | written again s | exact result and steps |",
+        "|---:|---|---:|---:|---:|---|",
     ]
     for n, r in enumerate(recoveries, 1):
-        lines.append(f"| {n} | {r.victim} | {r.taken_over:.2f} | {r.rewritten:.2f} | {'yes' if r.correct else 'NO'} |")
+        lines.append(
+            f"| {n} | {r.victim} | {r.taken_over:.2f} | {r.next_step:.2f} | {r.rewritten:.2f} "
+            f"| {'yes' if r.correct else 'NO'} |"
+        )
     if not recoveries:
         return [*lines, "", "**No recovery was measured.**"]
-    worst = max(r.rewritten for r in recoveries)
-    worst_takeover = max(r.taken_over for r in recoveries)
+    steps = [r.next_step for r in recoveries]
+    worst = max(steps)
     lines += [
         "",
-        f"Worst of {len(recoveries)}: written again after **{worst:.2f} s**, taken over after {worst_takeover:.2f} s, "
-        f"against the lease of {lease_ms / 1000:g} s. Target ≤ lease + {RECOVERY_MARGIN:g} s = {bound:g} s: "
-        f"{verdict(worst <= bound)} for the write; {verdict(worst_takeover <= bound)} for the takeover.",
+        f"Next step elsewhere after kill -9, over {len(recoveries)} kills: p50 **{percentile(steps, 50):.2f} s**, "
+        f"worst **{worst:.2f} s**. Target ≤ {NEXT_STEP_TARGET_S:g} s: {verdict(worst <= NEXT_STEP_TARGET_S)} "
+        f"(the lease, {lease_ms / 1000:g} s, no longer decides: before issue 24 the takeover waited it out, 5.4 s "
+        "measured after kill -9 with the default lease).",
         "",
-        "Why these times: the lease runs from the slice's last renewal (its last step boundary, a little before "
-        "the kill, which is why a takeover can come in under the lease); a survivor looks for expired leases "
-        f"every lease / 4 ({lease_ms / 4000:g} s), so the takeover lands between the lease and 1.25 x the lease "
-        f"after the last renewal; the survivor writes the task at the end of its own slice ({slice_ms} ms) after "
-        "that. The first write elsewhere thus comes a slice after the takeover (with the default 1 s slice, past "
-        "lease + 1 s whenever the takeover comes after the lease). The takeover is when the work resumes: it is "
-        "the figure the issue's target names (the task's next step elsewhere).",
+        "Why these times: a killed process's sockets close with it, so Redis drops its named connections at once "
+        "(`mrtr_worker.tasks.presence`); every live worker looks for dead holders at each heartbeat (every "
+        "200 ms by default), claims the dead worker's slices in one script and begins them, fenced "
+        "(`tasks.leases`). The claim thus lands within about one heartbeat of the kill, plus the time a busy "
+        "machine takes to schedule the survivor; the first write follows at the end of the survivor's slice "
+        f"({slice_ms} ms).",
     ]
     if missed:
         lines.append(f"({missed} kill(s) landed between two slices and were not counted.)")

@@ -21,6 +21,7 @@ from mrtr_ops.chaos.fleet import LocalChaosFleet
 from mrtr_ops.chaos.plan import PlannedFault
 from mrtr_ops.chaos.run import ChaosRun
 from mrtr_ops.chaos.watch import HandBackMeter
+from mrtr_ops.history.store_events import StoreEvent, read_events
 from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.waiting import wait_until
@@ -39,8 +40,10 @@ ENV = {
     "MRTR_WORKER_TASK_SLICE_MS": "300",
     "MRTR_WORKER_TASK_LEASE_MS": "3000",
     "MRTR_WORKER_MAX_LIVE_TASKS": str(MAX_LIVE),
+    "MRTR_WORKER_TASK_HISTORY_MAX": "100000",
 }
-"""Short slices (a task of a few seconds hops several times) and a short lease (a killed slice returns soon)."""
+"""Short slices (a task of a few seconds hops several times), a short lease (a slice a live worker could not
+commit returns soon), and the history of begins and commits (`mrtr_ops.history.store_events`)."""
 
 LONG = {"limit": 100_000_000, "segment": 1_000_000}
 LONG_STEPS = COUNT_PRIMES.total_steps(COUNT_PRIMES.initial(LONG))
@@ -167,14 +170,30 @@ def _fails_with_store_unavailable(call: Callable[[], object]) -> None:
 # --- faults ---------------------------------------------------------------------------------------------------
 
 
-def test_a_worker_killed_mid_slice_loses_only_that_slice(
-    fleet: LocalCluster, queue: redis.Redis, open_client: Callable[..., TaskClient]
-) -> None:
-    client = open_client("killed")
-    task_id = client.create("count_primes", LONG)
-    _wait_checkpoint(client, task_id)
+def _events(queue: redis.Redis, task_id: str) -> list[StoreEvent]:
+    return [event for event in read_events(queue, PREFIX) if event.task == task_id]
 
-    def frozen_holder() -> str | None:
+
+def _assert_ranges_tile(events: list[StoreEvent], total: int) -> None:
+    """The landed commits' step ranges follow one another from 0 to `total`: none committed twice, none missing."""
+    at = 0
+    for event in sorted((e for e in events if e.landed), key=lambda e: e.rev):
+        assert event.steps_from == at, [(e.worker, e.outcome, e.rev, e.steps_from, e.steps_to) for e in events]
+        at = event.steps_to
+    assert at == total
+
+
+def _checkpoint_at(events: list[StoreEvent], rev: int) -> int:
+    """Steps in the task's record at revision `rev` (what a slice begun there started from)."""
+    return next((e.steps_to for e in events if e.landed and e.rev == rev), 0)
+
+
+def _slices(fleet: LocalCluster, workers: list[str], outcome: str) -> float:
+    return sum(fleet.worker_metric(w, "mrtr_worker_task_slices_total", outcome=outcome) for w in workers)
+
+
+def _frozen_holder(fleet: LocalCluster, queue: redis.Redis, task_id: str) -> Callable[[], str | None]:
+    def frozen() -> str | None:
         """The worker holding the slice, stopped (SIGSTOP) while it still holds it: it cannot commit any more."""
         holder = _holders(queue, {task_id}).get(task_id)
         if holder is None or holder not in fleet.workers:
@@ -185,28 +204,88 @@ def test_a_worker_killed_mid_slice_loses_only_that_slice(
         fleet.resume_worker(holder)  # it committed in between: try the next slice
         return None
 
-    victim = wait_until(frozen_holder, timeout=30, interval=0.02, what="a worker holding the task's slice")
+    return frozen
+
+
+def test_a_worker_killed_mid_slice_loses_only_that_slice_and_a_survivor_takes_it_without_the_lease(
+    fleet: LocalCluster, queue: redis.Redis, open_client: Callable[..., TaskClient]
+) -> None:
+    """kill -9 closes the victim's Redis connections: a survivor sees it dead and claims the slice at once (a
+    takeover, not the lease's XAUTOCLAIM), from the last checkpoint; steps count only at commit."""
+    client = open_client("killed")
+    task_id = client.create("count_primes", LONG)
+    _wait_checkpoint(client, task_id)
+    victim = wait_until(_frozen_holder(fleet, queue, task_id), timeout=30, interval=0.02, what="a holder to freeze")
     survivors = [w for w in fleet.workers if w != victim]
     try:
         executed_before = _steps(fleet, survivors)
-        direct = TaskClient(fleet.workers[survivors[0]].url, token=client.token)  # not through the proxy
-        try:
-            checkpoint = _checkpoint(direct.get(task_id))
-        finally:
-            direct.close()
-        assert _holders(queue, {task_id}).get(task_id) == victim, "the slice stayed on the stopped worker meanwhile"
-        fleet.kill_worker(victim)  # SIGKILL mid-slice: its slice stays leased until the lease runs out
+        taken_before, reclaimed_before = _slices(fleet, survivors, "taken_over"), _slices(fleet, survivors, "reclaimed")
+        fleet.kill_worker(victim)  # SIGKILL mid-slice (frozen only so the figures above are exact)
         done = client.wait_status(task_id, timeout=120)
         meta = _assert_exact_count(done)
         assert meta["visited"][-1][0] != victim
+        events = _events(queue, task_id)
+        _assert_ranges_tile(events, LONG_STEPS)
+        last = [e for e in events if e.kind == "begin" and e.worker == victim][-1]
+        assert not [e for e in events if e.landed and e.token == last.token], "the killed slice never committed"
+        taker = next(e for e in events if e.kind == "begin" and e.message == last.message and e.worker != victim)
+        assert taker.deliveries >= 2
+        assert taker.token > last.token
+        checkpoint = _checkpoint_at(events, last.rev)
         assert 0 < checkpoint < LONG_STEPS
         # The others resumed from the last checkpoint: they ran exactly the steps after it, so all that was
         # lost is what the victim did since (its current slice), and nothing before it ran twice.
         assert _steps(fleet, survivors) - executed_before == LONG_STEPS - checkpoint
+        assert _slices(fleet, survivors, "taken_over") > taken_before  # seen dead, not waited out
+        assert _slices(fleet, survivors, "reclaimed") == reclaimed_before
     finally:
         fleet.kill_worker(victim)  # (if an assertion came first: never leave it stopped)
         fleet.restart_worker(victim)  # a supervisor's restart: same identity, back in rotation
     assert not _queued(queue, task_id)
+
+
+def test_a_zombie_woken_after_its_slice_was_taken_is_fenced_and_its_steps_never_count(
+    fleet: LocalCluster, queue: redis.Redis, open_client: Callable[..., TaskClient]
+) -> None:
+    """SIGSTOP the worker running a slice past its heartbeat: another worker takes the slice over (fencing token
+    bumped); SIGCONT: the woken worker's boundary check or commit is refused, it counts none of its steps, and
+    the task's step ranges are each committed once."""
+    client = open_client("zombie")
+    everyone = list(fleet.workers)
+    executed_before = _steps(fleet, everyone)
+    task_id = client.create("count_primes", LONG)
+    _wait_checkpoint(client, task_id)
+    fenced_before = {w: fleet.worker_metric(w, "mrtr_worker_task_slices_total", outcome="fenced") for w in everyone}
+    zombie = wait_until(_frozen_holder(fleet, queue, task_id), timeout=30, interval=0.02, what="a holder to freeze")
+    try:
+        frozen = [e for e in _events(queue, task_id) if e.kind == "begin" and e.worker == zombie][-1]
+
+        def taken_over() -> StoreEvent | None:
+            return next(
+                (e for e in _events(queue, task_id) if e.kind == "begin" and e.message == frozen.message
+                 and e.worker != zombie),
+                None,
+            )  # fmt: skip
+
+        taker = wait_until(taken_over, timeout=60, interval=0.02, what="another worker to take the frozen slice")
+        assert taker.token > frozen.token
+    finally:
+        fleet.resume_worker(zombie)
+    done = client.wait_status(task_id, timeout=120)
+    _assert_exact_count(done)
+    events = _events(queue, task_id)
+    _assert_ranges_tile(events, LONG_STEPS)
+    assert not [e for e in events if e.landed and e.token == frozen.token], "the zombie's slice never committed"
+    wait_until(
+        lambda: fleet.worker_metric(zombie, "mrtr_worker_task_slices_total", outcome="fenced") > fenced_before[zombie],
+        timeout=30,
+        interval=0.05,
+        what="the woken worker to find its slice fenced",
+    )
+    # Steps count only at commit: over the whole task, every worker together counted each step exactly once.
+    assert _steps(fleet, everyone) - executed_before == LONG_STEPS
+    refused = [e for e in events if e.kind == "commit" and e.worker == zombie and e.token == frozen.token]
+    assert all(e.outcome == "fenced" for e in refused)
 
 
 def test_redis_restarted_mid_task_the_task_resumes_and_task_calls_fail_clearly_meanwhile(

@@ -136,3 +136,68 @@ def test_a_job_that_breaks_fails_the_task_once(redis_server: RedisServer, monkey
         assert _count(metrics, "failed") == 1
 
     asyncio.run(scenario())
+
+
+def test_toxic_jobs_fail_their_task_once_with_a_clear_error_and_the_worker_lives_on(redis_server: RedisServer) -> None:
+    """The chaos pack's jobs: one raises, one calls sys.exit(42) (docket's toxic task), one never ends and is
+    stopped by the run-time limit. Each ends failed, none is redelivered, and the runner then completes a
+    normal task (a SystemExit that escaped would have ended its loops)."""
+
+    async def scenario() -> None:
+        prefix = f"toxic-{secrets.token_hex(4)}:"
+        sealer = RecordSealer(FleetStateCodec(new_ring("k"), max_token_bytes=1 << 20), READABLE_RECORD_FORMATS[1])
+        store = TaskStore.connect(redis_server.url, sealer, prefix=prefix)
+        metrics = WorkerMetrics()
+        runner = TaskRunner(
+            store,
+            WorkerInstance("toxic", 1, StateLayout(1)),
+            Lifecycle(),
+            InlinePool(),
+            metrics,
+            concurrency=3,
+            slice_ms=100,
+            lease_ms=2000,
+            poll_ms=50,
+            max_run_ms=600,
+        )
+        toxic = {job: _record(job, {}) for job in ("chaos_raise", "chaos_exit", "chaos_forever")}
+        for record in toxic.values():
+            await store.create(record, max_live=10)
+        await runner.start()
+        try:
+            ended: dict[str, Stored] = {}
+            for job, record in toxic.items():
+                ended[job] = await _wait_terminal(store, record.task_id)
+            normal = _record("count_primes", {"limit": 100_000, "segment": 50_000})
+            await store.create(normal, max_live=10)
+            after = await _wait_terminal(store, normal.task_id)
+        finally:
+            await runner.stop()
+            await store.close()
+        assert after.record.status is Status.COMPLETED
+        assert ended["chaos_raise"].record.error == {
+            "code": -32603,
+            "message": "the chaos_raise job failed (RuntimeError)",
+        }
+        assert ended["chaos_exit"].record.error == {"code": -32603, "message": "the chaos_exit job failed (SystemExit)"}
+        endless = ended["chaos_forever"].record
+        assert endless.error is not None
+        assert endless.error["data"]["reason"] == "run_time_limit"
+        assert endless.error["data"]["limitMs"] == 600
+        assert "past the run-time limit of 0.6 s (MRTR_WORKER_TASK_MAX_RUN_MS" in endless.error["message"]
+        assert endless.run_ms >= 600
+        assert endless.slices >= 2  # it ran over several slices, each committed, none redelivered
+        assert all(done.record.status is Status.FAILED for done in ended.values())
+        assert _count(metrics, "failed") == 3
+        assert _count(metrics, "reclaimed") == 0
+        assert _count(metrics, "taken_over") == 0
+
+    asyncio.run(scenario())
+
+
+async def _wait_terminal(store: TaskStore, task_id: str) -> Stored:
+    async def terminal() -> Stored | None:
+        stored = await store.load(task_id)
+        return stored if stored is not None and stored.record.terminal else None
+
+    return await wait_until_async(terminal, timeout=60, interval=0.05, what=f"task {task_id} to end")

@@ -40,6 +40,7 @@ from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.server import build_mcp_server, tracing_configured
 from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.state_layout import StateLayout
+from mrtr_worker.tasks.presence import client_name, new_incarnation
 from mrtr_worker.tasks.push import TaskPush
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS
 from mrtr_worker.tasks.runner import TaskRunner
@@ -145,7 +146,9 @@ def _task_parts(
     if url is None:
         return None, None
     sealer = RecordSealer(codec, READABLE_RECORD_FORMATS[settings.version])
-    store = TaskStore.connect(url, sealer, prefix=settings.redis_prefix)
+    incarnation = new_incarnation()  # named on every connection: peers see this process die (`tasks.presence`)
+    name = client_name(settings.redis_prefix, identity.instance_id, incarnation)
+    store = TaskStore.connect(url, sealer, prefix=settings.redis_prefix, client_name=name)
     service = TaskService(
         store, ttl_ms=settings.task_ttl_ms, poll_ms=settings.task_poll_interval_ms, max_live=settings.max_live_tasks
     )
@@ -161,6 +164,11 @@ def _task_parts(
         poll_ms=settings.task_poll_interval_ms,
         policy=engine.policy,
         slots=engine.slots,
+        incarnation=incarnation,
+        beat_ms=settings.task_heartbeat_ms,
+        dead_ms=settings.task_dead_ms,
+        max_run_ms=settings.task_max_run_ms,
+        history_max=settings.task_history_max,
     )
     return service, runner
 

@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from mrtr_worker.compute.policy import SheddingSettings
 from mrtr_worker.state_layout import READABLE_FORMATS
 
-KNOWN_PACKS = ("demo", "compute", "conformance")
+KNOWN_PACKS = ("demo", "compute", "conformance", "chaos")
 """Tool packs a worker can serve; `MRTR_WORKER_TOOL_PACKS` picks a subset."""
 
 SUPPORTED_VERSIONS = (1, 2)
@@ -143,6 +143,17 @@ class WorkerSettings(BaseSettings):
     """Task slices one worker runs at once (compute steps still share the engine's process pool)."""
     max_live_tasks: int = Field(default=32, ge=1)
     """Unfinished tasks one principal may hold; creations past it get a clear error."""
+    task_heartbeat_ms: int = Field(default=200, ge=20)
+    """How often a worker says in Redis that it is alive, and looks for dead workers' slices to take over."""
+    task_dead_ms: int = Field(default=1_000, ge=100)
+    """A worker whose heartbeat is this old counts as dead (frozen or cut off): its slices are taken over at once,
+    and its commits fenced. A killed worker is seen sooner (its Redis connections close). Raise it on a starved
+    machine to take fewer live-but-stalled workers for dead (harmless, fenced, but their slice runs again)."""
+    task_max_run_ms: int = Field(default=3_600_000, ge=0)
+    """A task whose slices ran this long in all without finishing fails with a clear error; 0: no limit."""
+    task_history_max: int = Field(default=0, ge=0)
+    """Keep a history of slice begins and commits (a Redis stream, about this many entries) for the chaos run's
+    checker; 0 (the default) writes none."""
 
     _split = field_validator(
         "tool_packs", "allowed_hosts", "allowed_origins", "jwt_algorithms", "required_scopes", mode="before"
@@ -179,6 +190,15 @@ class WorkerSettings(BaseSettings):
             raise ValueError(
                 f"MRTR_WORKER_TASK_SLICE_MS={self.task_slice_ms} must be at most half of "
                 f"MRTR_WORKER_TASK_LEASE_MS={self.task_lease_ms}, or live slices would be taken over"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _heartbeat_under_dead(self) -> WorkerSettings:
+        if self.task_heartbeat_ms * 2 > self.task_dead_ms:
+            raise ValueError(
+                f"MRTR_WORKER_TASK_HEARTBEAT_MS={self.task_heartbeat_ms} must be at most half of "
+                f"MRTR_WORKER_TASK_DEAD_MS={self.task_dead_ms}, or live workers would be taken for dead"
             )
         return self
 

@@ -11,6 +11,7 @@ from mrtr_worker.compute.hashchain import HASH_CHAIN
 from mrtr_worker.compute.montecarlo import ESTIMATE_PI
 from mrtr_worker.compute.primes import COUNT_PRIMES
 from mrtr_worker.tasks import fixture_jobs as fx
+from mrtr_worker.tasks.chaos_jobs import TOXIC_JOBS
 from mrtr_worker.tasks.jobs import Job, compute_job
 
 JOBS: dict[str, Job] = {
@@ -26,5 +27,6 @@ JOBS: dict[str, Job] = {
         fx.MULTI_INPUT,
         fx.GREET_LATER,
         fx.PRIME_REPORT,
+        *TOXIC_JOBS,
     )
 }

@@ -67,6 +67,8 @@ class Job:
     """Fold the wire answer to one question into the state; None if the answer is unusable (asked again)."""
     computes: bool = False
     """Its steps run on the engine's pool: a slice holds a compute slot, so MRTR admission sees it (and vice versa)."""
+    max_run_ms: int = 0
+    """The job's own run-time limit, if tighter than the fleet's (`MRTR_WORKER_TASK_MAX_RUN_MS`); 0: the fleet's."""
 
 
 def form_answer(answer: Any, request: InputRequestWire) -> tuple[bool, dict[str, Any] | None] | None:

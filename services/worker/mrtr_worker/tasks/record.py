@@ -11,8 +11,9 @@ Stored layout (`fmt`): format 1 is the only one so far. Like `requestState`
 writes the one chosen, and carries top-level fields it does not know forward
 untouched, so a later version can add fields during a rolling upgrade
 (expand) before any version relies on them (contract). `pace` and `moves`
-(the straggler rule) are such optional fields: absent until a slice writes
-them, carried forward by builds that do not know them.
+(the straggler rule) and `run_ms` (the run-time limit) are such optional
+fields: absent until a slice writes them, carried forward by builds that do
+not know them.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class TaskRecord:
     """The step rate the task's slices saw and its moves in a row off stragglers (`compute.policy`)."""
     moves: int = 0
     """Straggler moves over the task's life (shown in the result's `_meta`)."""
+    run_ms: int = 0
+    """Milliseconds the task's committed slices ran (what the run-time limit counts; waits for input do not)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -167,6 +170,8 @@ class TaskRecord:
             doc["pace"] = self.pace.wire()
         if self.moves:
             doc["moves"] = self.moves
+        if self.run_ms:
+            doc["run_ms"] = self.run_ms
         return doc
 
     @classmethod
@@ -198,6 +203,7 @@ class TaskRecord:
                 visited=list(doc.pop("visited")),
                 pace=Pace.parse(doc.pop("pace", None)),  # a hint: one this build does not understand is dropped
                 moves=int(doc.pop("moves", 0)),
+                run_ms=int(doc.pop("run_ms", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise UnreadableRecord(f"malformed task record ({exc})") from None

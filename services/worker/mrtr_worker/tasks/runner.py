@@ -10,16 +10,25 @@ always holds exactly the work that remains.
 
 Failure modes:
 
-* worker killed mid-slice: its slice stays pending in the group; after
-  `task_lease_ms` without renewal any worker's periodic XAUTOCLAIM takes it
-  and runs it from the last checkpoint (at most one slice of work is lost,
-  and the step count stays exact because steps are counted at commit);
+* worker killed mid-slice: Redis drops its connections at once, and the
+  next heartbeat round of any live worker (every `beat_ms`) sees it gone
+  and claims its pending slices (`tasks.presence`); each runs again from
+  the last checkpoint (at most one slice of work is lost, and the step
+  count stays exact because steps count only at commit);
+* worker frozen (SIGSTOP) or cut off from Redis: its heartbeat expires
+  after `dead_ms` and its slices are claimed the same way. When it wakes,
+  its next step boundary or commit finds the slice fenced (`tasks.leases`:
+  another worker began it since, with a newer token): it stops, commits
+  nothing and counts nothing. A live worker stuck without heartbeats being
+  missed is caught by the lease instead (XAUTOCLAIM after `task_lease_ms`);
 * worker drained (SIGTERM, `/admin/drain`): it takes no new slice, and each
   running slice commits and requeues at its next step boundary; the drain
   waits for that (the slice holds the lifecycle busy);
 * Redis unreachable: the loops back off and retry; a slice that cannot
   commit is simply not acknowledged and comes back after its lease, from
-  the last checkpoint.
+  the last checkpoint;
+* a job that raises (or exits) fails its task with a clear error; one that
+  never ends fails when its slices have run `max_run_ms` in all.
 
 Shared load and stragglers (issue 13): a slice of a job that computes holds
 one of the engine's compute slots while it runs, so a worker busy with task
@@ -42,7 +51,7 @@ import logging
 import time
 from concurrent.futures import BrokenExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from mcp_types import INTERNAL_ERROR
 from prometheus_client import Counter, Gauge, Histogram
@@ -59,8 +68,10 @@ from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.state_layout import Pace
 from mrtr_worker.tasks.catalog import JOBS
 from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
+from mrtr_worker.tasks.leases import Check, Lease, SliceLeases
+from mrtr_worker.tasks.presence import Dead, Presence, new_incarnation
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
-from mrtr_worker.tasks.store import Slice, Stored, TaskStore, now_ms
+from mrtr_worker.tasks.store import GROUP, Slice, Stored, TaskStore, now_ms
 from mrtr_worker.tasks.straggling import Standing, judge_slice, pull_wait_ms
 from mrtr_worker.tasks.wire import Status
 
@@ -70,9 +81,23 @@ _BACKOFF_SECONDS = 0.5
 _CHECKPOINT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 
 
-def _step_failure(job: Job, exc: Exception) -> TaskFailure:
+_ADOPT_MAX = 1000
+"""At start, slices a previous incarnation of this worker (same name) left pending that are put back at once."""
+
+
+def _step_failure(job: Job, exc: BaseException) -> TaskFailure:
     logger.error("job %s failed: %s: %s", job.name, type(exc).__name__, exc)
     return TaskFailure(INTERNAL_ERROR, f"the {job.name} job failed ({type(exc).__name__})")
+
+
+def run_limit_failure(run_ms: int, limit_ms: int) -> TaskFailure:
+    """A task that ran past the fleet's run-time limit: failed, saying which limit and how to raise it."""
+    return TaskFailure(
+        INTERNAL_ERROR,
+        f"the task ran {run_ms / 1000:.1f} s without finishing, past the run-time limit of {limit_ms / 1000:g} s "
+        "(MRTR_WORKER_TASK_MAX_RUN_MS, or the job's own)",
+        {"reason": "run_time_limit", "limitMs": limit_ms, "ranMs": run_ms},
+    )
 
 
 class TaskRunner:
@@ -90,10 +115,37 @@ class TaskRunner:
         poll_ms: int,
         policy: SheddingPolicy | None = None,
         slots: Slots | None = None,
+        incarnation: str | None = None,
+        beat_ms: int = 200,
+        dead_ms: int = 1000,
+        max_run_ms: int = 0,
+        history_max: int = 0,
     ) -> None:
         """`policy` and `slots` are the engine's (`Engine.policy`, `Engine.slots`); without them (a bare runner
-        in tests) slices take no compute slot and the straggler rule is off."""
+        in tests) slices take no compute slot and the straggler rule is off.
+
+        `incarnation`: the one in the client name of `store`'s connections (`tasks.presence.client_name`), so peers
+        see this process's death in Redis; `beat_ms`, `dead_ms`: its heartbeat and how long a silent worker counts
+        as alive; `max_run_ms`: the run-time limit of a task (0: none); `history_max`: entries kept in the
+        history stream of begins and commits (0: none written)."""
         self._store = store
+        self._leases = SliceLeases(store, group=GROUP, history_max=history_max)
+        self._presence = Presence(
+            store,
+            group=GROUP,
+            consumer=identity.instance_id,
+            incarnation=incarnation or new_incarnation(),
+            dead_ms=dead_ms,
+        )
+        self._beat_ms = beat_ms
+        self._max_run_ms = max_run_ms
+        self._adopted = asyncio.Event()
+        """Set once what a previous process under this name left pending was put back: only then does it take any."""
+        self._orphans: list[Dead] = []
+        """Workers seen dead that still hold slices, as of the last heartbeat round: taken before fresh slices."""
+        self._beating_since: float | None = None
+        """Since when (monotonic) this worker's heartbeats have gone through without a failure or a long gap."""
+        self._last_beat = 0.0
         self._policy = policy or SheddingPolicy(SheddingSettings(straggler_ratio=0))
         self._slots = slots
         self._identity = identity
@@ -134,6 +186,18 @@ class TaskRunner:
             "Looks at the queue after which a worker that measured itself slow left the waiting slices to its peers",
             registry=metrics.registry,
         )
+        self._discarded = Counter(
+            "mrtr_worker_task_steps_discarded",
+            "Task steps run here that were never committed (fenced: another worker took the slice; stale: the task "
+            "was cancelled or moved on); only committed steps count in mrtr_worker_compute_steps_total",
+            ["reason"],
+            registry=metrics.registry,
+        )
+        self._takeovers = Counter(
+            "mrtr_worker_task_takeovers",
+            "Slices this worker claimed from a worker seen dead (its connections gone or its heartbeat silent)",
+            registry=metrics.registry,
+        )
         self.standing = Standing()
         """This worker's recent step rates per job, told to peers with each heartbeat."""
         self._peer_rates: list[dict[str, float]] | None = None
@@ -148,7 +212,11 @@ class TaskRunner:
         return len(self._running)
 
     async def start(self) -> None:
-        self._loops = [asyncio.create_task(self._consume()), asyncio.create_task(self._reclaim())]
+        self._loops = [
+            asyncio.create_task(self._consume()),
+            asyncio.create_task(self._reclaim()),
+            asyncio.create_task(self._watch()),
+        ]
 
     async def stop(self, grace_seconds: float = 30.0) -> None:
         """Take no more slices; running ones requeue at their next step boundary."""
@@ -160,6 +228,8 @@ class TaskRunner:
                 await loop
         if self._running:
             await asyncio.wait(self._running, timeout=grace_seconds)
+        with contextlib.suppress(RedisError, OSError):
+            await self._presence.leave()  # anything still held moves on now, not after the heartbeat expires
 
     def _paused(self) -> bool:
         return self._stopping or self._lifecycle.draining
@@ -172,6 +242,7 @@ class TaskRunner:
 
     async def _consume(self) -> None:
         group_ready = False
+        await self._adopted.wait()
         while not self._stopping:
             if self._lifecycle.draining:
                 await asyncio.sleep(self._poll_ms / 1000)
@@ -203,7 +274,9 @@ class TaskRunner:
                 if not group_ready:
                     await self._store.ensure_group()
                     group_ready = True
-                taken = await self._store.take(self.consumer, 1 if late else self._poll_ms)
+                taken = await self._orphan() if self._orphans else None  # a dead worker's slice goes first
+                if taken is None:
+                    taken = await self._store.take(self.consumer, 1 if late else self._poll_ms)
                 self.last_error = None
             except (RedisError, OSError) as exc:
                 self._capacity.release()
@@ -245,6 +318,7 @@ class TaskRunner:
         return pull_wait_ms(slow=True, peers=peers, oldest_age_ms=oldest, slice_ms=self._slice_ms)
 
     async def _reclaim(self) -> None:
+        await self._adopted.wait()
         while not self._stopping:
             if not self._paused():  # a draining worker stops saying so: it takes no more slices
                 with contextlib.suppress(RedisError, OSError):  # the reclaim below meets the same trouble
@@ -265,6 +339,76 @@ class TaskRunner:
                 logger.info("taking over slice %s of task %s (lease expired)", slices[0].message_id, slices[0].task_id)
                 self._metrics.task_slices.labels(outcome="reclaimed").inc()
                 self._spawn(slices[0])
+
+    async def _watch(self) -> None:
+        """Beat every `beat_ms`, and claim at once the slices of workers seen dead (`tasks.presence`)."""
+        while not self._stopping:
+            try:
+                if not self._adopted.is_set():
+                    await self._store.ensure_group()
+                    await self._adopt()
+                    self._adopted.set()
+                await self._presence.beat()
+                beat = time.monotonic()
+                if self._beating_since is None or (beat - self._last_beat) * 1000 > self._presence.dead_ms:
+                    self._beating_since = beat  # a gap (an outage, a failover, a stall here): judge no one for a while
+                self._last_beat = beat
+                if not self._paused() and self._judging():
+                    await self._take_over_dead()
+            except (RedisError, OSError):
+                self._beating_since = None  # after an outage, every worker needs a beat before it is judged
+            except Exception:  # a bug here must not stop the heartbeat for good: peers would take this worker for dead
+                logger.exception("task heartbeat or takeover failed")
+            await asyncio.sleep(self._beat_ms / 1000)
+
+    def _judging(self) -> bool:
+        """Whether this worker's own heartbeat has gone through for a whole `dead_ms` (see `tasks.presence`)."""
+        since = self._beating_since
+        return since is not None and (time.monotonic() - since) * 1000 >= self._presence.dead_ms
+
+    async def _adopt(self) -> None:
+        """Slices a previous process under this name left pending (it died; this is its restart): put back now."""
+        seen = cast(str | None, await self._store.client.get(self._presence.alive_key(self.consumer)))
+        if seen == self._presence.incarnation:
+            return
+        taken = await self._presence.take_over(Dead(self.consumer, seen or "", 0), _ADOPT_MAX)
+        for orphan in taken:
+            await self._store.put_back(orphan)
+        if taken:
+            logger.info("put back %d slice(s) a previous process named %s left pending", len(taken), self.consumer)
+
+    async def _take_over_dead(self) -> None:
+        """Claim the slices of workers seen dead while this one has room; otherwise they are `_orphans`, which the
+        consume loop takes before any fresh slice as soon as room frees (a saturated fleet would leave them behind
+        every slice in the queue, and the dead worker's tasks would wait for it to drain)."""
+        self._orphans = await self._presence.dead()
+        while self._orphans and not self._paused() and not self._capacity.locked() and self._free_slot():
+            await self._capacity.acquire()
+            try:
+                taken = await self._orphan()
+            except BaseException:
+                self._capacity.release()
+                raise
+            if taken is None:
+                self._capacity.release()
+                break
+            self._spawn(taken)
+
+    async def _orphan(self) -> Slice | None:
+        """One slice of a worker seen dead, claimed for this one (the caller holds a unit of capacity)."""
+        while self._orphans:
+            dead = self._orphans[0]
+            slices = await self._presence.take_over(dead, 1)
+            if not slices:
+                self._orphans.pop(0)  # none left (claimed by others, or it came back)
+                continue
+            logger.info(
+                "taking over slice %s of task %s (%s seen dead)", slices[0].message_id, slices[0].task_id, dead.consumer
+            )
+            self._takeovers.inc()
+            self._metrics.task_slices.labels(outcome="taken_over").inc()
+            return slices[0]
+        return None
 
     def _free_slot(self) -> bool:
         return self._slots is None or self._slots.available
@@ -289,15 +433,15 @@ class TaskRunner:
         """Run one slice; `late`: a slow worker took it after its peers left it waiting (no straggler move)."""
         store = self._store
         try:
-            stored = await store.load(taken.task_id)
+            begun = await self._leases.begin(taken, self.consumer)
         except UnreadableRecord as exc:
             # A layout (or key) this version does not have yet: another instance may (a rolling upgrade).
             await self._leave_to_others(taken, f"record unreadable here ({exc})")
             return
-        if stored is None or stored.rev != taken.rev or stored.record.status is not Status.WORKING:
-            await store.ack(taken.message_id)  # expired, cancelled, paused or already moved on: a stale slice
-            self._metrics.task_slices.labels(outcome="stale").inc()
+        if isinstance(begun, Check):  # stale (expired, cancelled, paused, moved on: acknowledged) or taken by another
+            self._metrics.task_slices.labels(outcome=begun.value).inc()
             return
+        lease, stored = begun
         job = JOBS.get(stored.record.job)
         if job is None:
             # A job a newer version added: expand/contract says every version learns it before any creates it,
@@ -312,11 +456,11 @@ class TaskRunner:
             return
         record = stored.record.visit(self._identity.instance_id, self._identity.version)
         if slots is None:
-            await self._steps(stored, record, job, taken, slotted=False, late=late)
+            await self._steps(stored, record, job, lease, slotted=False, late=late)
             return
         self._holding.inc()
         try:
-            await self._steps(stored, record, job, taken, slotted=True, late=late)
+            await self._steps(stored, record, job, lease, slotted=True, late=late)
         finally:
             self._holding.dec()
             slots.release()
@@ -328,18 +472,16 @@ class TaskRunner:
         await self._store.put_back(taken)
 
     async def _steps(
-        self, stored: Stored, record: TaskRecord, job: Job, taken: Slice, *, slotted: bool, late: bool = False
+        self, stored: Stored, record: TaskRecord, job: Job, lease: Lease, *, slotted: bool, late: bool = False
     ) -> None:
-        store = self._store
         state, steps = record.state, record.steps
-        started = time.monotonic()
+        started = lease.started
         here = 0  # steps in this slice: the pace this instance keeps
-        steps_counter = self._metrics.compute_steps.labels(tool=job.name)
         alone: bool | None = None  # asked of Redis once per slice, and only when a move is in view
         compared = self._compare(job)
         judged = record.pace if judge_slice(late=late, compared=compared) else None  # None: no straggler move
         if self._policy.fled_here(judged, self.consumer) and not (alone := await self._alone()):
-            await self._hand_on(stored, record, state, steps, 0, started, EndOfRound.STRAGGLER, taken)
+            await self._hand_on(stored, record, state, steps, 0, started, EndOfRound.STRAGGLER, lease)
             return
         while True:
             questions = job.questions(state)
@@ -349,7 +491,7 @@ class TaskRunner:
                     declined = job.answer(state, key, {"action": "decline"})
                     if declined is None:
                         failure = TaskFailure(INTERNAL_ERROR, f"the job needs an answer to {key!r}")
-                        await self._finish(stored, replace(record, state=state, steps=steps), failure, taken)
+                        await self._finish(stored, replace(record, state=state, steps=steps), failure, lease)
                         return
                     state = declined
                 continue
@@ -357,11 +499,17 @@ class TaskRunner:
                 self._observe(job, here, started)
                 pace = self._measured(record, here, started, EndOfRound.INPUT)
                 paused = replace(record, state=state, steps=steps, pace=pace).asking(questions, now_ms())
-                await self._commit(stored, paused, taken)
+                await self._commit(stored, paused, lease)
                 return
             if job.done(state):
                 self._observe(job, here, started)
-                await self._finish(stored, replace(record, state=state, steps=steps), None, taken, job)
+                await self._finish(stored, replace(record, state=state, steps=steps), None, lease, job)
+                return
+            ran_ms = stored.record.run_ms + int((time.monotonic() - started) * 1000)
+            limit_ms = min((ms for ms in (self._max_run_ms, job.max_run_ms) if ms > 0), default=0)
+            if limit_ms and ran_ms >= limit_ms:
+                failure = run_limit_failure(ran_ms, limit_ms)
+                await self._finish(stored, replace(record, state=state, steps=steps), failure, lease)
                 return
             boundary = Boundary(
                 slice_ms=(time.monotonic() - started) * 1000,
@@ -377,24 +525,30 @@ class TaskRunner:
                 reason = self._policy.task_slice_end(replace(boundary, alone=True), self._slice_ms)
             if reason is not None:
                 self._observe(job, here, started)
-                await self._hand_on(stored, record, state, steps, here, started, reason, taken)
+                await self._hand_on(stored, record, state, steps, here, started, reason, lease)
                 return
-            if await store.status(record.task_id) != (Status.WORKING, stored.rev):
-                await store.ack(taken.message_id)  # cancelled, or taken over: stop at this boundary
-                self._metrics.task_slices.labels(outcome="stale").inc()
+            held = await self._leases.check(lease, self.consumer, stored.rev)
+            if held is not Check.HELD:  # cancelled, or taken by another worker: stop at this boundary
+                self._dropped(held, here)
                 return
-            await store.renew(self.consumer, taken.message_id)
             try:
                 state = await job.advance(state, self._pool)
             except (BrokenExecutor, RedisError, OSError, asyncio.CancelledError):
                 raise  # this instance's trouble, not the job's: the slice comes back after its lease
-            except Exception as exc:  # the job's own failure (a TaskFailure, or a bug): the task fails, clearly
+            except (Exception, SystemExit) as exc:  # the job's own failure (a TaskFailure, a bug, an exit): it fails
                 failure = exc if isinstance(exc, TaskFailure) else _step_failure(job, exc)
-                await self._finish(stored, replace(record, state=state, steps=steps), failure, taken)
+                await self._finish(stored, replace(record, state=state, steps=steps), failure, lease)
                 return
             steps += 1
             here += 1
-            steps_counter.inc()
+
+    def _dropped(self, check: Check, steps: int) -> None:
+        """A slice this worker gives up without committing: its steps are discarded, never counted."""
+        self._metrics.task_slices.labels(outcome=check.value).inc()
+        if steps:
+            self._discarded.labels(reason=check.value).inc(steps)
+        if check is Check.FENCED:
+            logger.info("slice fenced: another worker took it; %d step(s) here discarded", steps)
 
     def _observe(self, job: Job, here: int, started: float) -> None:
         """Fold a slice's rate into this worker's standing (only jobs that compute: their steps are work)."""
@@ -419,7 +573,7 @@ class TaskRunner:
         here: int,
         started: float,
         reason: EndOfRound,
-        taken: Slice,
+        lease: Lease,
     ) -> None:
         """End the slice at this boundary: checkpoint, with the pace it measured, and queue the next slice."""
         elapsed_ms = (time.monotonic() - started) * 1000
@@ -456,10 +610,10 @@ class TaskRunner:
             moves=record.moves + moved,
         ).moved(Status.WORKING, now_ms())
         outcome = {EndOfRound.STRAGGLER: "straggler", EndOfRound.PRESSURE: "pressure"}.get(reason, "requeued")
-        await self._commit(stored, checkpoint, taken, requeue=True, outcome=outcome)
+        await self._commit(stored, checkpoint, lease, requeue=True, outcome=outcome)
 
     async def _finish(
-        self, stored: Stored, record: TaskRecord, failure: TaskFailure | None, taken: Slice, job: Job | None = None
+        self, stored: Stored, record: TaskRecord, failure: TaskFailure | None, lease: Lease, job: Job | None = None
     ) -> None:
         now = now_ms()
         me = self._identity.instance_id
@@ -480,20 +634,26 @@ class TaskRunner:
                 # The last slice's message ("29 steps done; last slice on w2") would be stale beside the result.
                 message = f"{record.steps} steps done; completed on {me}"
                 done = record.moved(Status.COMPLETED, now, result=result, status_message=message)
-                await self._commit(stored, done, taken)
+                await self._commit(stored, done, lease)
                 return
         assert failure is not None
         message = f"{record.steps} steps done; failed on {me}"
         failed = record.moved(Status.FAILED, now, error=failure.error(), status_message=message)
-        await self._commit(stored, failed, taken)
+        await self._commit(stored, failed, lease)
 
     async def _commit(
-        self, stored: Stored, record: TaskRecord, taken: Slice, *, requeue: bool = False, outcome: str = "requeued"
+        self, stored: Stored, record: TaskRecord, lease: Lease, *, requeue: bool = False, outcome: str = "requeued"
     ) -> None:
+        """Commit the slice (fenced: only if this worker still holds it); its steps count only if it lands."""
         started = time.perf_counter()
-        if not await self._store.commit(stored, record, ack=taken.message_id, requeue=requeue):
-            await self._store.ack(taken.message_id)  # another write came first (a cancel): this slice is stale
-            self._metrics.task_slices.labels(outcome="stale").inc()
+        ran_ms = int((time.monotonic() - lease.started) * 1000)
+        record = replace(record, run_ms=stored.record.run_ms + ran_ms)
+        here = record.steps - stored.record.steps
+        landed = await self._leases.commit(lease, self.consumer, stored, record, requeue=requeue)
+        if landed is not Check.HELD:  # another worker took the slice, or the task moved on (a cancel)
+            self._dropped(landed, here)
             return
         self._checkpoint_seconds.observe(time.perf_counter() - started)
         self._metrics.task_slices.labels(outcome=outcome if requeue else record.status.value).inc()
+        if here:
+            self._metrics.compute_steps.labels(tool=record.job).inc(here)

@@ -4,15 +4,22 @@ Layout (every key under the configured prefix):
 
 * `task:{id}`: a hash of `rec` (the sealed record), `rev` (a revision counter
   bumped by every write) and `status` (plain: it reveals nothing, and the
-  runner reads it at every step to notice a cancel cheaply). Its expiry is
-  the task's TTL, reset by every write: Redis itself removes a task that saw
-  no activity for that long, and never sooner.
+  runner reads it at every step to notice a cancel cheaply), plus `lease`
+  (the fencing token, bumped by every slice begun), `holder` (the worker
+  that began the last slice) and `commit` (the last commit's id), all
+  written by the scripts of `tasks.leases`. Its expiry is the task's TTL,
+  reset by every write: Redis itself removes a task that saw no activity
+  for that long, and never sooner.
 * `live:{principal digest}`: a sorted set of the principal's unfinished
   tasks, scored by their expiry, for the cap.
 * `slices` (a stream) with the consumer group `workers`: one message per
   runnable slice, `{task, rev}`. A worker reads with XREADGROUP as its
   instance id; the message stays pending (leased) until acknowledged; a
-  slice whose worker died is taken over with XAUTOCLAIM after the lease.
+  slice whose worker died is claimed at once by a live worker
+  (`tasks.presence`, with `alive:{worker}` heartbeat keys), or with
+  XAUTOCLAIM after the lease as a backstop.
+* `history` (a stream, only with `MRTR_WORKER_TASK_HISTORY_MAX` > 0): every
+  slice begun and every commit tried (`tasks.leases`), for the chaos checker.
 * `runners`: a sorted set of the workers taking slices, scored by when each
   last said so (`heartbeat`), so a worker knows whether anyone else could
   take a slice it puts back (the straggler rule).
@@ -29,9 +36,10 @@ queued slices carry) and the expiry stay as they were. The rolling upgrade
 runs it before retiring the old key, so no record is left that only it opens.
 
 Every write is one optimistic transaction (WATCH the task, check `rev`,
-MULTI/EXEC): the checkpoint, the acknowledgement of the slice just run and
-the message of the next one land together or not at all, so a slice is
-never lost and never runs from a stale checkpoint.
+MULTI/EXEC), or for a slice's commit one script (`tasks.leases`, fenced):
+the checkpoint, the acknowledgement of the slice just run and the message
+of the next one land together or not at all, so a slice is never lost and
+never runs from a stale checkpoint.
 """
 
 from __future__ import annotations
@@ -112,19 +120,21 @@ class TaskStore:
     def __init__(self, client: redis.Redis, sealer: RecordSealer, *, prefix: str) -> None:
         self.client = client
         self._sealer = sealer
-        self._prefix = prefix
+        self.prefix = prefix
         self.stream = f"{prefix}slices"
         self.changes = f"{prefix}task-changes"
         self.runners = f"{prefix}runners"
         self.runner_rates = f"{prefix}runner-rates"
 
     @classmethod
-    def connect(cls, url: str, sealer: RecordSealer, *, prefix: str) -> TaskStore:
+    def connect(cls, url: str, sealer: RecordSealer, *, prefix: str, client_name: str | None = None) -> TaskStore:
         """A client that fails fast (a task call waits at most a few seconds for an unreachable Redis) and
         retries a command a few times on a dropped connection, so a Redis restart costs no error once it is back.
 
         Five retries back off 0.1 + 0.2 + 0.4 + 0.5 + 0.5 s: a restart (stop, start on the same data) took
-        0.4 to 0.6 s on a loaded two-core machine, too close to the 0.7 s that three retries allowed."""
+        0.4 to 0.6 s on a loaded two-core machine, too close to the 0.7 s that three retries allowed.
+
+        `client_name`: the name every connection carries (`tasks.presence`: how peers see this worker die)."""
         client = redis.Redis.from_url(
             url,
             decode_responses=True,
@@ -132,14 +142,26 @@ class TaskStore:
             socket_connect_timeout=1.0,
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), _COMMAND_RETRIES),
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
+            client_name=client_name,
         )
         return cls(client, sealer, prefix=prefix)
 
-    def task_key(self, task_id: str) -> str:
-        return f"{self._prefix}task:{task_id}"
+    def key(self, name: str) -> str:
+        """A key of this store (under its prefix)."""
+        return f"{self.prefix}{name}"
 
-    def _live_key(self, principal: str | None) -> str:
-        return f"{self._prefix}live:{principal_digest(principal)}"
+    def task_key(self, task_id: str) -> str:
+        return f"{self.prefix}task:{task_id}"
+
+    def seal(self, record: TaskRecord) -> str:
+        return self._sealer.seal(record)
+
+    def open(self, task_id: str, sealed: str) -> TaskRecord:
+        """The record from its sealed text (`UnreadableRecord` if this worker cannot read it)."""
+        return self._sealer.open(task_id, sealed)
+
+    def live_key(self, principal: str | None) -> str:
+        return f"{self.prefix}live:{principal_digest(principal)}"
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -162,7 +184,7 @@ class TaskStore:
 
         Returns only once Redis has the record: a `tasks/get` right after creation always finds it.
         """
-        key, live = self.task_key(record.task_id), self._live_key(record.principal)
+        key, live = self.task_key(record.task_id), self.live_key(record.principal)
         sealed = self._sealer.seal(record)
         for _ in range(_RETRIES):
             now = now_ms()
@@ -193,13 +215,6 @@ class TaskStore:
             return None
         return Stored(self._sealer.open(task_id, sealed), int(rev))
 
-    async def status(self, task_id: str) -> tuple[Status, int] | None:
-        """The plain status and revision: what the runner checks at every step boundary."""
-        values = cast(list[str | None], await self.client.hmget(self.task_key(task_id), ["status", "rev"]))
-        if values[0] is None or values[1] is None:
-            return None
-        return Status(values[0]), int(values[1])
-
     async def commit(
         self, stored: Stored, record: TaskRecord, *, ack: str | None = None, requeue: bool = False
     ) -> bool:
@@ -228,7 +243,7 @@ class TaskStore:
         return False
 
     def _write(self, pipe: Any, record: TaskRecord, rev: int, *, ack: str | None, requeue: bool) -> None:
-        key, live = self.task_key(record.task_id), self._live_key(record.principal)
+        key, live = self.task_key(record.task_id), self.live_key(record.principal)
         pipe.multi()
         pipe.hset(key, mapping={"rec": self._sealer.seal(record), "rev": rev, "status": record.status.value})
         pipe.pexpire(key, record.ttl_ms)
@@ -319,14 +334,14 @@ class TaskStore:
         reply: Any = await self.client.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=1, block=block_ms)
         for _stream, messages in reply or []:
             for message_id, fields in messages:
-                return _slice(message_id, fields)
+                return slice_from(message_id, fields)
         return None
 
     async def reclaim(self, consumer: str, lease_ms: int, count: int) -> list[Slice]:
         """Slices whose lease ran out (their worker died or hung), now leased to this consumer."""
         reply: Any = await self.client.xautoclaim(self.stream, GROUP, consumer, lease_ms, start_id="0-0", count=count)
         messages = reply[1] if len(reply) > 1 else []
-        return [_slice(message_id, fields) for message_id, fields in messages if fields]
+        return [slice_from(message_id, fields) for message_id, fields in messages if fields]
 
     async def heartbeat(self, consumer: str, rates: dict[str, float] | None = None) -> None:
         """Say this worker takes slices (`runners`, scored by when): what `peers` counts. Stream consumers
@@ -390,10 +405,6 @@ class TaskStore:
         added = int(str(entries[0][0]).split("-", 1)[0])
         return max(0, int(seconds) * 1000 + int(micros) // 1000 - added)
 
-    async def renew(self, consumer: str, message_id: str) -> None:
-        """Keep a slice's lease while it runs (reset its idle time)."""
-        await self.client.xclaim(self.stream, GROUP, consumer, 0, [message_id], justid=True)
-
     async def put_back(self, taken: Slice) -> None:
         """Hand a slice this worker cannot run to the others, unchanged (same revision), in one step."""
         async with self.client.pipeline(transaction=True) as pipe:
@@ -414,5 +425,5 @@ def _glob_escape(text: str) -> str:
     return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 
-def _slice(message_id: str, fields: dict[str, str]) -> Slice:
+def slice_from(message_id: str, fields: dict[str, str]) -> Slice:
     return Slice(message_id, str(fields.get("task", "")), int(fields.get("rev", "0") or 0))
