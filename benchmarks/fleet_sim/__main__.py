@@ -12,6 +12,7 @@ The figures are the model's; the simulator lives in `benchmarks/fleet_sim/`
 from __future__ import annotations
 
 import argparse
+import pickle
 import time
 from pathlib import Path
 
@@ -19,17 +20,24 @@ from benchmarks.fleet_sim.calibrate import CALIBRATION, load
 from benchmarks.fleet_sim.model import Model
 from benchmarks.fleet_sim.run import run_study, section
 from benchmarks.fleet_sim.strategies import STRATEGIES
-from benchmarks.fleet_sim.study import SCENARIOS
+from benchmarks.fleet_sim.study import SCENARIOS, Result
 from benchmarks.report import REPORT, parser, publish
 
 NAME = "fleet-sim"
 PICTURE = REPORT.parent / "fleet-sim.png"
+RESULTS = REPORT.parent.parent / ".cache" / "fleet-sim" / "study.pickle"
+"""The last study's cells, kept so that `--reuse-study` writes the section again with a new calibration."""
 
 
 def options() -> argparse.ArgumentParser:
     p = parser(__doc__, duration=0.0, duration_help="unused: the study sizes its runs by --calls")
     p.add_argument("--sizes", default="10,100,1000", help="fleet sizes (default 10,100,1000)")
     p.add_argument("--loads", default="0.7,0.9,0.95", help="loads (default 0.7,0.9,0.95)")
+    p.add_argument(
+        "--largest-loads",
+        default="",
+        help="loads at the largest size only (default: --loads); its cells cost the most, a busy machine may skip some",
+    )
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"subset of {','.join(SCENARIOS)}")
     p.add_argument("--strategies", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
     p.add_argument("--calls", type=int, default=10_000, help="counted calls per cell (default 10,000)")
@@ -38,9 +46,21 @@ def options() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=3, help="model runs per real calibration cell (default 3)")
     p.add_argument("--calibration", type=Path, default=CALIBRATION, help="the measured parameters and figures")
     p.add_argument("--no-anchors", action="store_true", help="skip the supermarket anchors (a minute)")
+    p.add_argument(
+        "--reuse-study",
+        action="store_true",
+        help=f"the study's cells of the last run ({RESULTS}) instead of simulating them: the calibration again only",
+    )
     p.add_argument("--report-file", type=Path, default=REPORT, help="where the section goes (default the docs)")
     p.add_argument("--picture", type=Path, help=f"the PNG (default {PICTURE}; with --no-report only if given)")
     return p
+
+
+def _previous() -> tuple[Model, list[Result]]:
+    model, found = pickle.loads(RESULTS.read_bytes())  # noqa: S301 - our own file, written by the run before
+    assert isinstance(model, Model)
+    assert isinstance(found, list)
+    return model, found
 
 
 def main() -> int:
@@ -48,11 +68,14 @@ def main() -> int:
     cal = load(args.calibration)
     model = Model.from_calibration(cal)
     began = time.monotonic()
+    previous = _previous() if args.reuse_study else None
+    study_model = previous[0] if previous is not None else model
     results, compared, anchors = run_study(
         model,
         cal,
         sizes=[int(s) for s in args.sizes.split(",")],
         loads=[float(x) for x in args.loads.split(",")],
+        largest_loads=[float(x) for x in args.largest_loads.split(",")] if args.largest_loads else None,
         scenarios=[s.strip() for s in args.scenarios.split(",")],
         strategies=[STRATEGIES[k.strip()] for k in args.strategies.split(",")],
         calls=args.calls,
@@ -60,8 +83,13 @@ def main() -> int:
         jobs=args.jobs,
         seeds=args.seeds,
         anchors=not args.no_anchors,
+        reuse=previous[1] if previous is not None else None,
     )
-    lines = section(results, compared, anchors, cal, model, args.calls, args.seeds, time.monotonic() - began)
+    if previous is None and not args.no_report:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_bytes(pickle.dumps((model, results)))
+    seconds = time.monotonic() - began
+    lines = section(results, compared, anchors, cal, study_model, args.calls, args.seeds, seconds)
     publish(NAME, lines, write=not args.no_report, report=args.report_file)
     if not args.no_report or args.picture is not None:
         from benchmarks.fleet_sim.chart import draw

@@ -40,7 +40,7 @@ from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, clusters, sto
 from benchmarks._load import cpu_seconds
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure
 from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run
-from benchmarks.report import neighbours, parser
+from benchmarks.report import REPORT, neighbours, parser
 from benchmarks.why_shed import LB_ENV
 from mrtr_client import AsyncClient, RetryPolicy
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
@@ -134,6 +134,15 @@ class Reference:
     share_seconds: float | None = None
     stopped_share: float | None = None
     started_at: float = 0.0
+    source: str = "measured by calibrate.py"
+    p50: float | None = None
+    """Summary figures of a cell whose calls were not kept (one read from docs/benchmarks.md)."""
+    p99: float | None = None
+    duration: float | None = None
+    """Seconds of load, when not the why-shed default (the straggler benchmark's 45 s)."""
+    in_window: bool = False
+    """Calls done count only calls that ended within the window (the straggler benchmark's rule); else every
+    call completed, those in flight at the end included (why-shed's)."""
 
 
 @dataclass
@@ -286,7 +295,11 @@ def _healthy(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) -> Cell:
     return Cell("healthy", strategy, callers.load, sizes.short.steps, executed)
 
 
-def references(repeats: int, cells: tuple[tuple[str, Strategy], ...]) -> tuple[list[Reference], StartUp]:
+def references(
+    repeats: int, cells: tuple[tuple[str, Strategy], ...], progress: Path | None = None
+) -> tuple[list[Reference], StartUp]:
+    """Run every cell `repeats` times; each kept cell is written to `progress` at once (a long run that fails
+    late keeps what it measured)."""
     work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
     config = ClusterConfig(
         workers=3,
@@ -309,13 +322,19 @@ def references(repeats: int, cells: tuple[tuple[str, Strategy], ...]) -> tuple[l
                 print(f"[{repeat + 1}/{repeats}] ({scenario}) {strategy.value} ...", flush=True)
                 mark = watch.mark() if watch is not None else None
                 began = time.monotonic()
-                if scenario == "healthy":
-                    cell = _healthy(cluster, strategy, SIZES)
-                else:
-                    cell = run(cluster, scenario, strategy, SIZES)
+                try:
+                    if scenario == "healthy":
+                        cell = _healthy(cluster, strategy, SIZES)
+                    else:
+                        cell = run(cluster, scenario, strategy, SIZES)
+                except TimeoutError as exc:  # a cell the machine could not finish in time: said, not kept
+                    print(f"    not kept: {exc}", flush=True)
+                    continue
                 share = watch.share_since(mark) if watch is not None and mark is not None else 0.0
                 found.append(_reference(cell, share, began))
                 print(f"    {_summary(found[-1])}", flush=True)
+                if progress is not None:
+                    progress.write_text(json.dumps([asdict(ref) for ref in found], indent=1) + "\n")
     except BaseException:
         print(f"logs kept in {work}")
         raise
@@ -368,6 +387,30 @@ def load(path: Path = CALIBRATION) -> Calibration:
     )
 
 
+def _documented() -> list[Reference]:
+    from benchmarks.fleet_sim.documented import documented  # it builds on this module's `Reference`
+
+    return documented(REPORT)
+
+
+def _sizes() -> dict[str, Any]:
+    return {
+        "duration": SIZES.duration,
+        "callers": SIZES.callers,
+        "long_callers": SIZES.long_callers,
+        "overload": SIZES.overload,
+        "warmup": SIZES.warmup,
+        "grace": SIZES.grace,
+        "upgrade_window": SIZES.upgrade_window,
+        "short_steps": SHORT.steps,
+        "long_steps": LONG.steps,
+    }
+
+
+_NOTHING = StepTimes(0.0, 0.0, 0)
+_NONE = (_NOTHING, _NOTHING, _NOTHING, _NOTHING, HopCost(0, 0, 0, 0, 0, 0, 0, 0), StartUp(0.0, 0.0))
+
+
 def _all_step_times() -> tuple[StepTimes, StepTimes, StepTimes, StepTimes]:
     found = step_times(SHORT, 20, 2), step_times(LONG, 20, 2), step_times(SHORT, 20, 6), step_times(LONG, 20, 3)
     for name, times in zip(("short", "long", "short, six at once", "long, three at once"), found, strict=True):
@@ -375,9 +418,14 @@ def _all_step_times() -> tuple[StepTimes, StepTimes, StepTimes, StepTimes]:
     return found
 
 
-def _parameters_only(path: Path, hop_runs: int) -> int:
-    """Step times, hop cost and start-up measured again; the reference cells of `path` kept as they are."""
-    kept = load(path)
+def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
+    """Step times, hop cost and start-up measured again; the reference cells of `path` kept as they are (and
+    with `with_docs`, those of docs/benchmarks.md replaced by the figures there now)."""
+    kept = load(path) if path.exists() else Calibration("", "", os.cpu_count() or 1, *_NONE, {}, [])
+    kept.machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    kept.sizes = kept.sizes or _sizes()
+    if with_docs:
+        kept.reference = [r for r in kept.reference if not r.source.startswith("docs/")] + _documented()
     print("step times ...", flush=True)
     kept.step_short, kept.step_long, kept.step_crowded, kept.step_long_crowded = _all_step_times()
     print("hop cost ...", flush=True)
@@ -404,6 +452,11 @@ def main() -> int:
     p.add_argument("--cells", default="", help="only these cells, e.g. 'a:ours,b:stay' (default all)")
     p.add_argument("--out", type=Path, default=CALIBRATION, help=f"where to write (default {CALIBRATION})")
     p.add_argument(
+        "--with-docs",
+        action="store_true",
+        help="add the why-shed and straggler figures of docs/benchmarks.md (a quiet machine's) as reference cells",
+    )
+    p.add_argument(
         "--parameters-only",
         action="store_true",
         help="measure the model's parameters again and keep the reference figures already in --out",
@@ -414,13 +467,14 @@ def main() -> int:
         wanted = {tuple(item.split(":")) for item in args.cells.split(",")}
         chosen = tuple((s, strategy) for s, strategy in CELLS if (s, strategy.name.lower()) in wanted)
     if args.parameters_only:
-        return _parameters_only(args.out, args.hop_runs)
+        return _parameters_only(args.out, args.hop_runs, args.with_docs)
     print("step times ...", flush=True)
     short, long, crowded, long_crowded = _all_step_times()
     print("hop cost ...", flush=True)
     hop = hop_cost(args.hop_runs)
     print(f"    {hop}", flush=True)
-    found, starting = references(args.repeats, chosen)
+    found, starting = references(args.repeats, chosen, args.out.with_suffix(".partial.json"))
+    found += _documented() if args.with_docs else []
     print(f"start-up: {starting}")
     result = Calibration(
         machine=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -432,17 +486,7 @@ def main() -> int:
         step_long_crowded=long_crowded,
         hop=hop,
         start_up=starting,
-        sizes={
-            "duration": SIZES.duration,
-            "callers": SIZES.callers,
-            "long_callers": SIZES.long_callers,
-            "overload": SIZES.overload,
-            "warmup": SIZES.warmup,
-            "grace": SIZES.grace,
-            "upgrade_window": SIZES.upgrade_window,
-            "short_steps": SHORT.steps,
-            "long_steps": LONG.steps,
-        },
+        sizes=_sizes(),
         reference=found,
     )
     args.out.write_text(json.dumps(asdict(result), indent=1) + "\n")

@@ -26,6 +26,7 @@ STRATEGIES = {"ours": "hand-back", "stay": "stay where you land", "kill": "kill 
 
 @dataclass(frozen=True)
 class Compared:
+    source: str
     scenario: str
     strategy: str
     repeats: int
@@ -55,14 +56,15 @@ class Compared:
 
 def compare(cal: Calibration, seeds: int) -> list[Compared]:
     """Every cell of the calibration, each real repeat replayed `seeds` times with its own measured neighbours."""
-    cells: dict[tuple[str, str], list[Reference]] = {}
+    cells: dict[tuple[str, str, str], list[Reference]] = {}
     for ref in cal.reference:
-        cells.setdefault((ref.scenario, ref.strategy), []).append(ref)
+        cells.setdefault((ref.source, ref.scenario, ref.strategy), []).append(ref)
     found = []
-    for (scenario, strategy), refs in cells.items():
+    for (source, scenario, strategy), refs in cells.items():
         runs: list[Replayed] = [replay(cal, ref, seed) for ref in refs for seed in range(1, seeds + 1)]
         found.append(
             Compared(
+                source=source,
                 scenario=scenario,
                 strategy=strategy,
                 repeats=len(refs),
@@ -81,6 +83,10 @@ def compare(cal: Calibration, seeds: int) -> list[Compared]:
 
 
 def _p(ref: Reference, q: float) -> float:
+    """The cell's percentile: from its calls, or as the report printed it (`documented`)."""
+    if not ref.calls:
+        printed = ref.p50 if q == 50 else ref.p99 if q == 99 else None
+        return printed if printed is not None else float("nan")
     return percentile([seconds for _, seconds in ref.calls], q)
 
 
@@ -99,7 +105,10 @@ def _mean(values: list[float | None]) -> float | None:
 
 def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
     lines = [
-        f"Real: `benchmarks/fleet_sim/calibration.json` ({cal.measured_at}, {cal.machine}); the why-shed sizes "
+        "Real: the cells of `benchmarks/fleet_sim/calibration.json`, each naming where its figures come from: "
+        "the why-shed and straggler tables of this report (a quiet machine; the straggler benchmark runs 45 s and "
+        "counts calls done within the window), or a run of `calibrate.py` itself (every call kept). Parameters "
+        f"measured {cal.measured_at} on {cal.machine}. The why-shed sizes "
         f"(healthy and (a): {cal.sizes['callers']} callers of the {cal.sizes['short_steps']}-step call for "
         f"{cal.sizes['duration']:g} s on 3 workers; (b) {cal.sizes['long_callers']} callers of the "
         f"{cal.sizes['long_steps']}-step call through an upgrade of 3 workers; (c) {cal.sizes['overload']} callers, "
@@ -108,14 +117,15 @@ def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
         "real cell. **Gap**: model / real - 1; target within 15 % for calls done and p99. Last column: (b) seconds "
         "the old instances took to leave, (c) seconds until the new ones carried their share, real / model.",
         "",
-        "| cell | strategy | repeats | others' CPU | calls real | model | gap | p99 s real | model | gap "
-        "| p50 s real / model | leave or share s, real / model | within 15 % |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+        "| real figures from | cell | strategy | repeats | others' CPU | calls real | model | gap | p99 s real "
+        "| model | gap | p50 s real / model | leave or share s, real / model | within 15 % |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for c in compared:
         extra = "-" if c.real_extra is None and c.model_extra is None else f"{_s(c.real_extra)} / {_s(c.model_extra)}"
         lines.append(
-            f"| {LABELS.get(c.scenario, c.scenario)} | {STRATEGIES.get(c.strategy, c.strategy)} | {c.repeats} "
+            f"| {c.source} | {LABELS.get(c.scenario, c.scenario)} | {STRATEGIES.get(c.strategy, c.strategy)} "
+            f"| {c.repeats} "
             f"| {c.others_share:.0%} | {c.real_calls:.0f} | {c.model_calls:.0f} | {c.calls_gap:+.0%} "
             f"| {c.real_p99:.1f} | {c.model_p99:.1f} | {c.p99_gap:+.0%} | {c.real_p50:.1f} / {c.model_p50:.1f} "
             f"| {extra} | {'yes' if c.within else '**no**'} |"

@@ -56,6 +56,8 @@ class Call:
     """Steps the workers ran for this call, wherever and whether or not they were used."""
     hedged: bool = False
     failed: bool = False
+    cut_at: float | None = None
+    """When the run ended (a call still running then is unfinished: its time so far is a lower bound)."""
     hops: list[tuple[float, str, str]] = field(default_factory=list)
     """(time, instance, why the exchange ended) of every exchange: the trace of a slow call."""
 

@@ -45,7 +45,8 @@ class Figures:
     @classmethod
     def of(cls, measured: Sequence[Call]) -> Figures:
         done = [c for c in measured if c.ended is not None]
-        seconds = [c.seconds for c in done]
+        cut = [c.cut_at - c.started for c in measured if c.ended is None and c.cut_at is not None]
+        seconds = [c.seconds for c in done] + cut  # an unfinished call counts with its time so far: a lower bound
         lost = sum(c.executed - c.steps for c in done) + sum(c.executed for c in measured if c.ended is None)
         return cls(
             calls=len(done),
@@ -53,7 +54,7 @@ class Figures:
             p50=percentile(seconds, 50),
             p99=percentile(seconds, 99),
             p999=percentile(seconds, 99.9),
-            mean=sum(seconds) / len(seconds) if seconds else math.nan,
+            mean=sum(c.seconds for c in done) / len(done) if done else math.nan,
             lost_steps=lost,
             useful_steps=sum(c.steps for c in done),
             hedged=sum(c.hedged for c in measured),

@@ -68,7 +68,9 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
     model = Model.from_calibration(cal)
     cores = cal.cores * (1 - ref.others_share)
     fleet = Fleet(env, model, settings_of(ref.strategy), Balance.ROUND_ROBIN, rng, shared_cores=cores)
-    sizes = cal.sizes
+    sizes = dict(cal.sizes)
+    if ref.duration is not None:
+        sizes["duration"] = ref.duration
     long = ref.scenario == "b"
     steps = sizes["long_steps"] if long else sizes["short_steps"]
     mean = model.crowded_long_step_mean if long else model.crowded_step_mean
@@ -84,13 +86,15 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
     env.run()
     seconds = [c.seconds for c in calls.all if c.ended is not None]
     completed = len(seconds)
+    if ref.in_window:  # the straggler benchmark counts the calls done within its window only
+        completed = sum(c.ended is not None and c.ended <= sizes["duration"] for c in calls.all)
     return Replayed(
         ref.scenario,
         ref.strategy,
         completed,
         percentile(seconds, 50),
         percentile(seconds, 99),
-        fleet.executed - completed * steps,
+        fleet.executed - len(seconds) * steps,
         result.get("upgrade"),
         result.get("leaving"),
         result.get("share"),

@@ -38,6 +38,7 @@ def run_study(
     *,
     sizes: Sequence[int],
     loads: Sequence[float],
+    largest_loads: Sequence[float] | None = None,
     scenarios: Sequence[str],
     strategies: Sequence[Strategy],
     calls: int,
@@ -45,8 +46,19 @@ def run_study(
     jobs: int,
     seeds: int,
     anchors: bool,
+    reuse: list[Result] | None = None,
 ) -> tuple[list[Result], list[Compared], list[tuple[Anchor, float, int]]]:
-    cells = [Cell(s, n, x, strategy) for s in scenarios for n in sizes for x in loads for strategy in strategies]
+    """`reuse`: the cells of an earlier run, shown again instead of simulated."""
+    biggest = max(sizes)
+    cells = [
+        Cell(s, n, x, strategy)
+        for s in scenarios
+        for n in sizes
+        for x in (largest_loads if largest_loads is not None and n == biggest else loads)
+        for strategy in strategies
+    ]
+    if reuse is not None:
+        cells = []
     cells.sort(key=lambda c: -c.size)  # the big ones first, so the last to finish are short
     with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(run_cell, model, cell, calls, seed) for cell in cells]
@@ -62,7 +74,7 @@ def run_study(
                 flush=True,
             )
         done_anchors = list(found)
-    return results, compared, done_anchors
+    return (reuse if reuse is not None else results), compared, done_anchors
 
 
 def _anchor(anchor: Anchor) -> tuple[Anchor, float, int]:
@@ -86,8 +98,9 @@ def section(
         "A discrete-event model of the fleet (`benchmarks/fleet_sim/`, SimPy) that drives the real policy objects "
         "(`SheddingPolicy.admit`, `sheds_when_full`, `at_boundary`, `measured`, the instance's `Standing`) and the "
         "real proxy's pool and pickers (`mrtr_lb.backends`, `mrtr_lb.balancing`), with the client's retry rules "
-        "and every cost measured on the real cluster by `benchmarks/fleet_sim/calibrate.py`: a step "
-        f"{model.step_mean * 1000:.1f} ms of CPU (spread {model.step_cv:.0%}), plus {model.worker_step * 1000:.2f} "
+        "and every cost measured on the real cluster by `benchmarks/fleet_sim/calibrate.py`. The study below ran "
+        f"with: a step {model.step_mean * 1000:.1f} ms of CPU with two stepping at once (spread "
+        f"{model.step_cv:.0%}), plus {model.worker_step * 1000:.2f} "
         f"ms in the worker's main process; per hop {model.client_hop * 1000:.2f} ms client, "
         f"{model.proxy_hop * 1000:.2f} ms proxy, {model.worker_hop * 1000:.2f} ms worker (a first round "
         f"{model.worker_first * 1000:.1f} ms); a worker's start-up {model.start_cpu:.1f} s of CPU. "

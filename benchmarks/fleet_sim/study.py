@@ -58,8 +58,11 @@ GC_EVERY, GC_PAUSE = 30.0, 2.0
 instance out of rotation, and long enough for the second failed probe to abandon its requests (504)."""
 BATCH = 0.10
 SCALE_BY, SCALE_WARMUP, SCALE_AFTER = 0.20, 10.0, 30.0
-WARMUP = 20.0
+WARMUP = 10.0
 """Seconds before counting starts in the steady scenarios: the slow instances learn their standing."""
+PATIENCE = 60.0
+"""Seconds the counted calls get to end after the counting stops; one still running then is reported unfinished
+(with its time so far in the percentiles, so a p99.9 with unfinished calls is a lower bound)."""
 MAX_RUNS = 200
 """Runs of a transient scenario at most, whatever the asked number of calls."""
 SHARE_SAMPLE = 0.25
@@ -155,9 +158,12 @@ class _Run:
         return self.wanted / self.rate()
 
     def _all_done(self) -> Generator[simpy.Event, Any, None]:
-        """Until every counted call has ended (the load goes on meanwhile, as it would)."""
-        while any(c.ended is None and not c.failed for c in self.calls.measured):
+        """Until every counted call has ended (the load goes on meanwhile, as it would), or `PATIENCE` is over."""
+        give_up = self.env.now + PATIENCE
+        while self.env.now < give_up and any(c.ended is None and not c.failed for c in self.calls.measured):
             yield self.env.timeout(1.0)
+        for call in self.calls.measured:
+            call.cut_at = self.env.now
 
     def _slow(self) -> Generator[simpy.Event, Any, None]:
         size = self.cell.size
