@@ -84,10 +84,8 @@ def main() -> int:
         seeds=args.seeds,
         anchors=not args.no_anchors,
         reuse=previous[1] if previous is not None else None,
+        progress=None if previous is not None or args.no_report else RESULTS,
     )
-    if previous is None and not args.no_report:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_bytes(pickle.dumps((model, results)))
     seconds = time.monotonic() - began
     lines = section(results, compared, anchors, cal, study_model, args.calls, args.seeds, seconds)
     publish(NAME, lines, write=not args.no_report, report=args.report_file)

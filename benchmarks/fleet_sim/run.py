@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 from benchmarks.fleet_sim import tables
 from benchmarks.fleet_sim.anchors import ANCHORS, Anchor, supermarket
@@ -47,8 +49,10 @@ def run_study(
     seeds: int,
     anchors: bool,
     reuse: list[Result] | None = None,
+    progress: Path | None = None,
 ) -> tuple[list[Result], list[Compared], list[tuple[Anchor, float, int]]]:
-    """`reuse`: the cells of an earlier run, shown again instead of simulated."""
+    """`reuse`: the cells of an earlier run, shown again instead of simulated; `progress`: where the cells done so
+    far are pickled with the model after each one (a run cut short can still be written up with `--reuse-study`)."""
     biggest = max(sizes)
     cells = [
         Cell(s, n, x, strategy)
@@ -59,7 +63,7 @@ def run_study(
     ]
     if reuse is not None:
         cells = []
-    cells.sort(key=lambda c: -c.size)  # the big ones first, so the last to finish are short
+    cells.sort(key=lambda c: c.size)  # the small ones first: a run cut short has whole grids to show
     with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(run_cell, model, cell, calls, seed) for cell in cells]
         found = pool.map(_anchor, ANCHORS) if anchors else iter(())
@@ -67,6 +71,9 @@ def run_study(
         results = []
         for cell, future in zip(cells, futures, strict=True):
             results.append(future.result())
+            if progress is not None:
+                progress.parent.mkdir(parents=True, exist_ok=True)
+                progress.write_bytes(pickle.dumps((model, results)))
             f = results[-1].figures
             print(
                 f"{cell.scenario} {cell.size} {cell.load} {cell.strategy.key}: {f.calls} calls, "
