@@ -161,6 +161,8 @@ class Instance:
 
     def rebalance(self) -> None:
         """`POST /admin/rebalance`: calls queued for a slot that may still move, leave."""
+        if not self.rebalanced.callbacks:
+            return  # nobody queued here waits on it
         event, self.rebalanced = self.rebalanced, self.env.event()
         event.succeed()
 

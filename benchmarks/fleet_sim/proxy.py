@@ -59,7 +59,10 @@ class Proxy:
         self.instances: dict[str, Instance] = {}
         self._backends: dict[str, Backend] = {}
         self._pending: dict[str, set[Attempt]] = {}
+        self._joined: set[str] = set()
         self._rng = rng
+        self._rebalancing = False
+        """A round of rebalance calls is gathering joins (`REBALANCE_DEBOUNCE`), as `mrtr_lb.rebalance` does."""
         self.unavailable = 0
         """Requests answered 503: no instance in rotation."""
 
@@ -72,13 +75,19 @@ class Proxy:
         self._backends[instance.name] = backend
         self._pending.setdefault(instance.name, set())
         self.pool.set_health(backend, True)
-        if rebalance:
-            self.env.process(self._rebalance(instance))
+        if not rebalance:
+            return
+        self._joined.add(instance.name)
+        if not self._rebalancing:
+            self._rebalancing = True
+            self.env.process(self._rebalance())
 
-    def _rebalance(self, joined: Instance) -> Generator[simpy.Event, Any, None]:
+    def _rebalance(self) -> Generator[simpy.Event, Any, None]:
+        """One round for the joins of a debounce window: every routable instance but those that joined is told."""
         yield self.env.timeout(REBALANCE_DEBOUNCE)
+        joined, self._joined, self._rebalancing = self._joined, set(), False
         for name, other in list(self.instances.items()):
-            if other is not joined and self._backends[name].eligible:
+            if name not in joined and self._backends[name].eligible:
                 other.rebalance()
 
     def drain(self, instance: Instance) -> None:
