@@ -111,7 +111,7 @@ def section(
         f"ms in the worker's main process; per hop {model.client_hop * 1000:.2f} ms client, "
         f"{model.proxy_hop * 1000:.2f} ms proxy, {model.worker_hop * 1000:.2f} ms worker (a first round "
         f"{model.worker_first * 1000:.1f} ms); a worker's start-up {model.start_cpu:.1f} s of CPU. "
-        f"`scripts/bench fleet-sim` ran this in {seconds / 60:.0f} min.",
+        f"Computing this section took {seconds / 60:.0f} min (the study's cells are kept and can be reused).",
         "",
         "### Calibration: the real three-worker figures, real and modelled side by side",
         "",
