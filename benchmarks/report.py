@@ -97,9 +97,18 @@ class Neighbours:
 
     def share(self) -> float:
         """Other processes' CPU since the start, as a fraction of all the machine's cores over that time."""
-        ours = self._ours() - self._start_ours
-        busy = _machine_busy() - self._start_busy
-        elapsed = (time.monotonic() - self._start) * (os.cpu_count() or 1) * self._tick
+        return self.share_since((self._start, self._start_busy, self._start_ours))
+
+    def mark(self) -> tuple[float, int, int]:
+        """A moment to measure from (`share_since`): one cell of a benchmark, not the whole run."""
+        return time.monotonic(), _machine_busy(), self._ours()
+
+    def share_since(self, mark: tuple[float, int, int]) -> float:
+        """Other processes' CPU since `mark`, as a fraction of all the machine's cores over that time."""
+        start, start_busy, start_ours = mark
+        ours = self._ours() - start_ours
+        busy = _machine_busy() - start_busy
+        elapsed = (time.monotonic() - start) * (os.cpu_count() or 1) * self._tick
         return max(0.0, busy - ours) / elapsed if elapsed else 0.0
 
 
@@ -111,6 +120,11 @@ def _machine_busy() -> int:
 
 
 _neighbours: Neighbours | None = None
+
+
+def neighbours() -> Neighbours | None:
+    """The watcher `parser` started (None before): a benchmark measures other work per cell with it."""
+    return _neighbours
 
 
 def machine() -> str:

@@ -438,3 +438,44 @@ def test_a_task_alone_on_one_instance_never_moves() -> None:
 def test_a_task_fast_everywhere_never_moves() -> None:
     ends = task_journey(DEFAULT, {"a": 100.0, "b": 140.0, "c": 70.0}, ["a", "b", "c"], steps=60)
     assert STRAGGLER not in {end for _, end in ends}
+
+
+SLOW_PACE = Pace(rate=10.0, samples=2)
+FLED_W1 = Pace(rate=10.0, samples=2, moves=1, fled="w1")
+SPENT = Pace(rate=10.0, samples=2, moves=3, fled="w1")
+
+
+@pytest.mark.parametrize(
+    ("policy", "pace", "draining", "slow", "expected"),
+    [
+        (DEFAULT, None, False, False, None),
+        (DEFAULT, SLOW_PACE, True, True, (EndOfRound.DRAIN, SLOW_PACE)),  # a drain first, the pace untouched
+        (OFF, None, True, False, (EndOfRound.DRAIN, None)),  # shedding off: a drain still hands back
+        (DEFAULT, FLED_W1, False, False, (EndOfRound.STRAGGLER, Pace(10.0, 2, moves=2, fled="w1"))),
+        (DEFAULT, SPENT, False, True, None),  # no moves left: served here, even on a slow instance
+        (DEFAULT, SLOW_PACE, False, True, (EndOfRound.STRAGGLER, Pace(10.0, 2, moves=1, fled="w1"))),
+        (DEFAULT, None, False, True, (EndOfRound.STRAGGLER, Pace(0.0, 0, moves=1, fled="w1"))),
+        (OFF, SLOW_PACE, False, True, None),  # shedding off: no straggler move
+    ],
+)
+def test_admit_hands_a_round_back_before_any_slot(
+    policy: SheddingPolicy, pace: Pace | None, draining: bool, slow: bool, expected: tuple[EndOfRound, Pace] | None
+) -> None:
+    admission = policy.admit(pace, draining=draining, slow=slow, instance_id="w1")
+    assert (None if admission is None else (admission.reason, admission.pace)) == expected
+
+
+@pytest.mark.parametrize(
+    ("policy", "hops", "fled", "sheds"),
+    [
+        (DEFAULT, 0, False, True),
+        (DEFAULT, 3, False, True),
+        (DEFAULT, 4, False, False),  # aged into priority: it queues
+        (DEFAULT, 0, True, False),  # straight from a straggler: it queues
+        (OFF, 0, False, False),
+    ],
+)
+def test_a_full_instance_sheds_only_rounds_not_prioritized(
+    policy: SheddingPolicy, hops: int, fled: bool, sheds: bool
+) -> None:
+    assert policy.sheds_when_full(hops, fled=fled) is sheds

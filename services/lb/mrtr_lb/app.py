@@ -15,6 +15,7 @@ from aiohttp import web
 from .admin import PREFIX, Admin
 from .backends import BackendPool
 from .background import background
+from .balancing import picker
 from .config import Settings
 from .discovery import Resolver
 from .metrics import LbMetrics
@@ -79,6 +80,7 @@ def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.A
     """
     app = web.Application(middlewares=[_no_tracebacks], client_max_size=settings.max_body_size + 1)
     pool = BackendPool(settings.backends)
+    pool.picker = picker(settings.balance)
     metrics = LbMetrics()
     app[POOL_KEY] = pool
     app[METRICS_KEY] = metrics

@@ -97,6 +97,8 @@ class BackendPool:
     def __init__(self, urls: Iterable[str] = (), source: Source = "static") -> None:
         self._backends: list[Backend] = []
         self._cursor = 0
+        self.picker: Callable[[list[Backend], Collection[Backend]], Backend | None] | None = None
+        """Another way to choose (`balancing`, `MRTR_LB_BALANCE`); None: round robin on the cursor below."""
         self._listeners: list[Callable[[], None]] = []
         self._join_listeners: list[Callable[[Backend], None]] = []
         for url in urls:
@@ -161,6 +163,8 @@ class BackendPool:
         drained) backends do not make their successor take a double share.
         """
         excluded: Collection[Backend] = set(exclude) if exclude else ()
+        if self.picker is not None:
+            return self.picker(self._backends, excluded)
         backends = self._backends
         count = len(backends)
         cursor = self._cursor

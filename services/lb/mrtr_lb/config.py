@@ -13,6 +13,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from yarl import URL
 
+from .balancing import Balance
+
 MIB = 1024 * 1024
 
 
@@ -75,6 +77,8 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_flush_interval: float = Field(default=0.2, gt=0)
     """Seconds the lean CLI lets log lines gather before writing them (also at exit, and at once for a warning)."""
+    balance: Balance = Balance.ROUND_ROBIN
+    """How the next backend is chosen (`balancing`): round_robin, two_choices or least_request."""
     engine: Literal["aiohttp", "lean"] = "lean"
     """Which code moves the bytes: aiohttp (server + client) or the lean asyncio/httptools path on uvloop."""
     proxy_paths: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["/mcp"])

@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl
 from .admin import PREFIX, Admin, jsonrpc_error_body
 from .backends import BackendPool
 from .background import background
+from .balancing import picker
 from .config import Settings
 from .discovery import Resolver
 from .lean_http import ClientConnection, LeanRequest, simple_response
@@ -27,6 +28,7 @@ class LeanServer:
     def __init__(self, settings: Settings, *, resolver: Resolver | None = None) -> None:
         self.settings = settings
         self.pool = BackendPool(settings.backends)
+        self.pool.picker = picker(settings.balance)
         self.metrics = LbMetrics()
         self._resolver = resolver
         self._admin = Admin(self.pool, self.metrics)

@@ -119,16 +119,16 @@ class Engine:
         fled = self.policy.just_fled(rnd.trace.pace, last_instance(rnd.trace.visited), rnd.identity.instance_id)
         # A round that cannot be handed back (`can_hand_back` False: a 2025-era wire, which the HTTP edge
         # now refuses, see `modern_only`) queues for a slot and runs to its end, never shed, not even by a drain.
-        if self._lifecycle.draining and rnd.can_hand_back:
-            return self._hand_back(rnd, state, steps, EndOfRound.DRAIN)
-        if rnd.can_hand_back and self.policy.fled_here(rnd.trace.pace, rnd.identity.instance_id):
-            self._carry_pace(rnd, 0, self._clock(), EndOfRound.STRAGGLER)
-            return self._hand_back(rnd, state, steps, EndOfRound.STRAGGLER)
-        if rnd.can_hand_back and self.policy.hands_on(rnd.trace.pace, slow=judgement is Judgement.SLOW):
-            rnd.trace.pace = self.policy.handed_on(rnd.trace.pace, rnd.identity.instance_id)
-            return self._hand_back(rnd, state, steps, EndOfRound.STRAGGLER)
+        if rnd.can_hand_back:
+            slow = judgement is Judgement.SLOW
+            early = self.policy.admit(
+                rnd.trace.pace, draining=self._lifecycle.draining, slow=slow, instance_id=rnd.identity.instance_id
+            )
+            if early is not None:
+                rnd.trace.pace = early.pace
+                return self._hand_back(rnd, state, steps, early.reason)
         if not self._slots.try_acquire():
-            if rnd.can_hand_back and not (self.policy.prioritized(rnd.trace.fair_hops) or fled):
+            if rnd.can_hand_back and self.policy.sheds_when_full(rnd.trace.fair_hops, fled=fled):
                 return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
             movable = rnd.can_hand_back and self.policy.may_leave_queue(rnd.trace.pace)
             patience = self.policy.queue_wait_s(rnd.trace.pace) if movable else None

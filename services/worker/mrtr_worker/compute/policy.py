@@ -120,9 +120,38 @@ class Boundary:
     the round's own pace says nothing of another instance (a new call, or a pace measured here alone)."""
 
 
+@dataclass(frozen=True)
+class Admission:
+    """A round handed back as it arrives, before it takes a slot or runs a step (`SheddingPolicy.admit`)."""
+
+    reason: EndOfRound
+    pace: Pace | None
+    """The pace the round carries on."""
+
+
 class SheddingPolicy:
     def __init__(self, settings: SheddingSettings) -> None:
         self.settings = settings
+
+    def admit(self, pace: Pace | None, *, draining: bool, slow: bool, instance_id: str) -> Admission | None:
+        """Whether a round that may be handed back leaves at once, before it asks for a slot (None: it asks).
+
+        In order: a drain; a round back on the straggler it last left (`fled_here`); an instance that knows it
+        is slow (`hands_on`). The engine takes this decision, and so does the fleet simulator
+        (`benchmarks/fleet_sim`), which is why it is one pure function.
+        """
+        if draining:
+            return Admission(EndOfRound.DRAIN, pace)
+        if self.fled_here(pace, instance_id):
+            return Admission(EndOfRound.STRAGGLER, self.measured(pace, 0, 0.0, EndOfRound.STRAGGLER, instance_id))
+        if self.hands_on(pace, slow=slow):
+            return Admission(EndOfRound.STRAGGLER, self.handed_on(pace, instance_id))
+        return None
+
+    def sheds_when_full(self, hops: int, *, fled: bool) -> bool:
+        """Whether a round that finds every slot taken is handed back (admission) rather than queued for one:
+        not once it has aged into priority (`hops`: `Trace.fair_hops`), nor straight from a straggler (`fled`)."""
+        return not (self.prioritized(hops) or fled)
 
     def prioritized(self, hops: int) -> bool:
         """Whether a request has aged into priority (it waits for a slot rather than being shed)."""

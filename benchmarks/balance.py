@@ -1,0 +1,115 @@
+"""The proxy's balance on the real cluster: round robin against two choices (and least request), with hand-back.
+
+Issue 25 §4: the fleet simulator said two choices beats round robin under
+hand-back (`scripts/bench fleet-sim`); this measures it on the real
+three-worker cluster. One cluster per balance (`MRTR_LB_BALANCE`), the
+workers' defaults (hand-back on), started together; the cells run one
+after the other, each balance in turn, so a busy machine drifts over all
+alike: healthy, and one worker at a quarter speed (the why-shed and
+straggler benchmarks' duty cycle), closed-loop callers of
+`count_primes(100,000,000)` for the window, every answer checked.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks._cluster import TOOL_PACKS, PrimesCall, stop_cluster
+from benchmarks._why_shed.fleet import Steps, Strategy, ensure
+from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run
+from benchmarks.fleet_sim.metrics import percentile
+from benchmarks.report import parser, publish
+from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_worker.compute import primes
+
+NAME = "balance"
+BALANCES = ("round_robin", "two_choices", "least_request")
+SCENARIOS = {"healthy": "all healthy", "a": "one at a quarter speed"}
+
+
+def _healthy(cluster: LocalCluster, sizes: Sizes) -> Cell:
+    ensure(cluster, 3, Strategy.OURS)
+    with Steps(cluster) as steps:
+        with Callers(cluster.mcp_url, sizes.short, sizes.callers) as callers:
+            time.sleep(sizes.duration)  # the load runs for a fixed window: nothing to wait for
+        executed = steps.executed()
+    return Cell("healthy", Strategy.OURS, callers.load, sizes.short.steps, executed)
+
+
+def main() -> int:
+    p = parser(__doc__, duration=30.0, duration_help="seconds of load per cell")
+    p.add_argument("--callers", type=int, default=6, help="closed-loop callers (default 6)")
+    p.add_argument("--repeats", type=int, default=2, help="rounds of every cell (default 2)")
+    p.add_argument("--balances", default=",".join(BALANCES), help=f"subset of {','.join(BALANCES)}")
+    p.add_argument("--limit", type=int, default=100_000_000, choices=sorted(primes.KNOWN_COUNTS))
+    args = p.parse_args()
+    short = PrimesCall(args.limit, primes.DEFAULT_SEGMENT)
+    sizes = Sizes(args.duration, short, short, args.callers, 0, 0.0, 2.0, 600.0)
+    balances = [b.strip() for b in args.balances.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="mrtr-balance-"))
+    started: dict[str, LocalCluster] = {}
+    cells: dict[tuple[str, str], list[Cell]] = {}
+    try:
+        for balance in balances:
+            config = ClusterConfig(
+                workers=3,
+                port=0,
+                tool_packs=TOOL_PACKS,
+                work_dir=work / balance,
+                redis=False,
+                ready_timeout=300,
+                lb_env={"MRTR_LB_BALANCE": balance},
+            )
+            started[balance] = LocalCluster(config).start()
+        for repeat in range(args.repeats):
+            for scenario in SCENARIOS:
+                for balance in balances if repeat % 2 == 0 else reversed(balances):
+                    print(f"[{repeat + 1}/{args.repeats}] {SCENARIOS[scenario]}: {balance} ...", flush=True)
+                    cluster = started[balance]
+                    healthy = scenario == "healthy"
+                    cell = _healthy(cluster, sizes) if healthy else run(cluster, "a", Strategy.OURS, sizes)
+                    cells.setdefault((scenario, balance), []).append(cell)
+    except BaseException:
+        print(f"logs kept in {work}")
+        raise
+    finally:
+        for cluster in started.values():
+            stop_cluster(cluster)
+    shutil.rmtree(work, ignore_errors=True)
+    publish(NAME, report(cells, balances, sizes, args.repeats), write=not args.no_report)
+    bad = any(c.load.wrong or c.load.errors for runs in cells.values() for c in runs)
+    return 1 if bad else 0
+
+
+def report(cells: dict[tuple[str, str], list[Cell]], balances: list[str], sizes: Sizes, repeats: int) -> list[str]:
+    lines = [
+        "## The proxy's balance on the real cluster: round robin, two choices, least request",
+        "",
+        f"One cluster per `MRTR_LB_BALANCE` (three workers, hand-back on: the defaults), started together; "
+        f"{sizes.callers} closed-loop callers of `count_primes({sizes.short.limit:,})` ({sizes.short.steps} steps) "
+        f"for {sizes.duration:g} s a cell, each balance in turn, {repeats} rounds (figures: calls of all rounds "
+        "together). In the slow cells one worker runs 25 ms of every 100 ms (SIGSTOP/SIGCONT). Every answer "
+        'checked. The fleet simulator\'s study is in the section "Past two cores".',
+        "",
+        "| cell | balance | calls completed | p50 s | p99 s | max s | wrong / errors |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for scenario, title in SCENARIOS.items():
+        for balance in balances:
+            runs = cells.get((scenario, balance), [])
+            seconds = sorted(call.seconds for cell in runs for call in cell.load.calls)
+            completed = sum(cell.load.completed for cell in runs)
+            wrong = sum(cell.load.wrong for cell in runs)
+            errors = sum(len(cell.load.errors) for cell in runs)
+            lines.append(
+                f"| {title} | `{balance}` | {completed} | {percentile(seconds, 50):.1f} "
+                f"| {percentile(seconds, 99):.1f} | {max(seconds, default=float('nan')):.1f} | {wrong} / {errors} |"
+            )
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""Past two cores: the shedding policy at a thousand instances, by a simulator calibrated on the real fleet.
+
+    scripts/bench fleet-sim [--sizes 10,100,1000] [--loads 0.7,0.9,0.95] [--calls N] [--jobs 2] [--no-report]
+
+Writes the calibration table (the model against the real three-worker
+figures of `calibration.json`), the supermarket anchors, the study's tables
+and verdicts to docs/benchmarks.md, and the plot to docs/fleet-sim.png.
+The figures are the model's; the simulator lives in `benchmarks/fleet_sim/`
+(see its modules' docstrings), the measuring script in `calibrate.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import time
+from pathlib import Path
+
+from benchmarks.fleet_sim.calibrate import CALIBRATION, load
+from benchmarks.fleet_sim.model import Model
+from benchmarks.fleet_sim.run import run_study, section
+from benchmarks.fleet_sim.strategies import STRATEGIES
+from benchmarks.fleet_sim.study import SCENARIOS, Result
+from benchmarks.report import REPORT, parser, publish
+
+NAME = "fleet-sim"
+PICTURE = REPORT.parent / "fleet-sim.png"
+RESULTS = REPORT.parent.parent / ".cache" / "fleet-sim" / "study.pickle"
+"""The last study's cells, kept so that `--reuse-study` writes the section again with a new calibration."""
+
+
+def options() -> argparse.ArgumentParser:
+    p = parser(__doc__, duration=0.0, duration_help="unused: the study sizes its runs by --calls")
+    p.add_argument("--sizes", default="10,100,1000", help="fleet sizes (default 10,100,1000)")
+    p.add_argument("--loads", default="0.7,0.9,0.95", help="loads (default 0.7,0.9,0.95)")
+    p.add_argument(
+        "--largest-loads",
+        default="",
+        help="loads at the largest size only (default: --loads); its cells cost the most, a busy machine may skip some",
+    )
+    p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"subset of {','.join(SCENARIOS)}")
+    p.add_argument("--strategies", default=",".join(STRATEGIES), help=f"subset of {','.join(STRATEGIES)}")
+    p.add_argument("--calls", type=int, default=10_000, help="counted calls per cell (default 10,000)")
+    p.add_argument("--seed", type=int, default=1, help="base seed: the same seed gives the same figures")
+    p.add_argument("--jobs", type=int, default=2, help="cells simulated at once, one process each (default 2)")
+    p.add_argument("--seeds", type=int, default=3, help="model runs per real calibration cell (default 3)")
+    p.add_argument("--calibration", type=Path, default=CALIBRATION, help="the measured parameters and figures")
+    p.add_argument("--no-anchors", action="store_true", help="skip the supermarket anchors (a minute)")
+    p.add_argument(
+        "--reuse-study",
+        action="store_true",
+        help=f"the study's cells of the last run ({RESULTS}) instead of simulating them: the calibration again only",
+    )
+    p.add_argument("--report-file", type=Path, default=REPORT, help="where the section goes (default the docs)")
+    p.add_argument("--picture", type=Path, help=f"the PNG (default {PICTURE}; with --no-report only if given)")
+    return p
+
+
+def _previous() -> tuple[Model, list[Result]]:
+    model, found = pickle.loads(RESULTS.read_bytes())  # noqa: S301 - our own file, written by the run before
+    assert isinstance(model, Model)
+    assert isinstance(found, list)
+    return model, found
+
+
+def main() -> int:
+    args = options().parse_args()
+    cal = load(args.calibration)
+    model = Model.from_calibration(cal)
+    began = time.monotonic()
+    previous = _previous() if args.reuse_study else None
+    study_model = previous[0] if previous is not None else model
+    results, compared, anchors = run_study(
+        model,
+        cal,
+        sizes=[int(s) for s in args.sizes.split(",")],
+        loads=[float(x) for x in args.loads.split(",")],
+        largest_loads=[float(x) for x in args.largest_loads.split(",")] if args.largest_loads else None,
+        scenarios=[s.strip() for s in args.scenarios.split(",")],
+        strategies=[STRATEGIES[k.strip()] for k in args.strategies.split(",")],
+        calls=args.calls,
+        seed=args.seed,
+        jobs=args.jobs,
+        seeds=args.seeds,
+        anchors=not args.no_anchors,
+        reuse=previous[1] if previous is not None else None,
+        progress=None if previous is not None or args.no_report else RESULTS,
+    )
+    seconds = time.monotonic() - began
+    lines = section(results, compared, anchors, cal, study_model, args.calls, args.seeds, seconds)
+    publish(NAME, lines, write=not args.no_report, report=args.report_file)
+    if not args.no_report or args.picture is not None:
+        from benchmarks.fleet_sim.chart import draw
+
+        draw(results, args.picture or PICTURE)
+        print(f"picture written to {args.picture or PICTURE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

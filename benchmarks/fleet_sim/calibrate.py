@@ -1,0 +1,498 @@
+"""Measure the fleet simulator's parameters and reference figures on the real three-worker cluster.
+
+    nice -n 10 .venv/bin/python -m benchmarks.fleet_sim.calibrate [--repeats N] [--out PATH]
+
+What it measures, each stored in `calibration.json` beside this file (the simulator reads nothing else):
+
+* **step times**: every step of the why-shed calls (`count_primes` of 100,000,000 and of 2,000,000,000 in
+  segments of 5,000,000), timed in this process on one core: their mean and spread;
+* **hop cost**: CPU per hop of the client (the async client the scenarios use), the proxy and the worker's
+  main process, from the same call with a hand-back after every step and without any (two one-slot workers
+  behind the proxy, as `hop_cost.py` does), and what a call's first round costs each of them;
+* **start-up**: wall time and CPU (the process and its step pool) of a worker from start to in rotation;
+* **the reference figures**: the why-shed scenarios (healthy, one instance at a quarter speed, the rolling
+  upgrade, the scale-out from 2 to 4) as `benchmarks/why_shed.py` runs them, with checkpoint shedding and
+  with staying where you land (and kill and start over in the upgrade), every call's latency kept, with the
+  share of the CPU other processes took during each cell and the slow instance's measured stopped share.
+
+The machine is shared: the other processes' share is a measured parameter of each cell (the simulator gives
+its cluster only the cores left over), never a correction fitted afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import signal
+import statistics
+import tempfile
+import time
+from contextlib import suppress
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, clusters, stop_cluster
+from benchmarks._load import cpu_seconds
+from benchmarks._why_shed.fleet import Steps, Strategy, ensure
+from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run
+from benchmarks.report import REPORT, neighbours, parser
+from benchmarks.why_shed import LB_ENV
+from mrtr_client import AsyncClient, RetryPolicy
+from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_protocol.rounds import HAND_BACK_REASONS
+from mrtr_worker.compute import primes
+
+CALIBRATION = Path(__file__).resolve().parent / "calibration.json"
+SHORT = PrimesCall(100_000_000, primes.DEFAULT_SEGMENT)
+LONG = PrimesCall(2_000_000_000, primes.DEFAULT_SEGMENT)
+HOP_CALL = PrimesCall(10_000_000, 100_000)
+"""100 steps of about a millisecond: the hop cost must not drown in step-speed differences (`hop_cost.py`)."""
+FEW_STEPS_CALL = PrimesCall(10_000_000, 1_000_000)
+"""The same numbers in 10 steps: against `HOP_CALL` without hops, what each step costs the worker's main process."""
+SIZES = Sizes(
+    duration=30.0,
+    short=SHORT,
+    long=LONG,
+    callers=6,
+    overload=12,
+    warmup=10.0,
+    grace=2.0,
+    drain_timeout=600.0,
+    upgrade_window=100.0,
+    long_callers=3,
+)
+"""why_shed.py's defaults: the figures in docs/benchmarks.md are of these sizes."""
+CELLS = (
+    ("healthy", Strategy.OURS),
+    ("healthy", Strategy.STAY),
+    ("a", Strategy.OURS),
+    ("a", Strategy.STAY),
+    ("b", Strategy.OURS),
+    ("b", Strategy.STAY),
+    ("b", Strategy.KILL),
+    ("c", Strategy.OURS),
+    ("c", Strategy.STAY),
+)
+PATIENT = RetryPolicy(max_rounds=10_000, max_delivery_failures=16)
+
+
+@dataclass
+class StepTimes:
+    """Seconds of one step run alone on one core."""
+
+    mean: float
+    cv: float
+    """Standard deviation over mean, across steps."""
+    samples: int
+
+
+@dataclass
+class HopCost:
+    """CPU seconds each process spends on one hand-back and resume, and on a call's first round."""
+
+    client: float
+    proxy: float
+    worker: float
+    first_client: float
+    first_proxy: float
+    first_worker: float
+    """The worker's main process on a call's first round, its steps' dispatch left out (`worker_step`)."""
+    worker_step: float
+    """The worker's main process per step: handing the state to the step process and taking the result back."""
+    wall_per_hop: float
+    """Extra wall seconds per hop on an idle cluster (median with hops minus without, per hop)."""
+
+
+@dataclass
+class StartUp:
+    wall: float
+    """Seconds from starting a worker to it being in the proxy's rotation."""
+    cpu: float
+    """CPU seconds the worker and its step pool used in that time."""
+
+
+@dataclass
+class Reference:
+    """One real cell: a scenario run with one strategy."""
+
+    scenario: str
+    strategy: str
+    calls: list[tuple[float, float]]
+    """(start s into the cell, seconds) of every complete and exact call."""
+    completed: int
+    errors: int
+    lost: float
+    others_share: float
+    """CPU other processes took during the cell, as a share of the machine's cores."""
+    upgrade_seconds: float | None = None
+    leaving_seconds: float | None = None
+    share_seconds: float | None = None
+    stopped_share: float | None = None
+    started_at: float = 0.0
+    source: str = "measured by calibrate.py"
+    p50: float | None = None
+    """Summary figures of a cell whose calls were not kept (one read from docs/benchmarks.md)."""
+    p99: float | None = None
+    duration: float | None = None
+    """Seconds of load, when not the why-shed default (the straggler benchmark's 45 s)."""
+    in_window: bool = False
+    """Calls done count only calls that ended within the window (the straggler benchmark's rule); else every
+    call completed, those in flight at the end included (why-shed's)."""
+
+
+@dataclass
+class Calibration:
+    machine: str
+    measured_at: str
+    cores: int
+    step_short: StepTimes
+    """Two processes stepping at once: an instance of the study (two slots on two cores)."""
+    step_long: StepTimes
+    step_crowded: StepTimes
+    """Six at once: the real cluster's three workers, all slots busy, on the machine's cores."""
+    step_long_crowded: StepTimes
+    """Three at once: the real upgrade's long calls."""
+    hop: HopCost
+    start_up: StartUp
+    sizes: dict[str, Any]
+    reference: list[Reference] = field(default_factory=list)
+
+
+def step_times(call: PrimesCall, sample: int, concurrency: int) -> StepTimes:
+    """CPU seconds of `sample` steps spread over the call's range, in `concurrency` processes stepping at once.
+
+    CPU time, not wall time: waiting for a core is the model's to reproduce (the host's sharing), not part of a
+    step's work. But steps run side by side slow each other (shared caches, two hardware threads of one core),
+    which CPU time does show: so the processes step at once, as many as the cells run (two on an instance of
+    the study, six on the real cluster's three workers)."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(concurrency)
+    results = context.Queue()
+    processes = [
+        context.Process(target=_time_steps, args=(call.arguments, sample, barrier, results), daemon=True)
+        for _ in range(concurrency)
+    ]
+    for process in processes:
+        process.start()
+    times = [t for _ in processes for t in results.get(timeout=600)]
+    for process in processes:
+        process.join()
+    mean = statistics.fmean(times)
+    return StepTimes(mean, statistics.pstdev(times) / mean, len(times))
+
+
+def _time_steps(arguments: dict[str, Any], sample: int, barrier: Any, results: Any) -> None:
+    """One stepping process of `step_times`."""
+    state = primes.initial(arguments)
+    primes.step(state)  # the base primes, once per process, as in a step process
+    total = primes.total_steps(state)
+    positions = [2 + (total * i // sample) * state["segment"] for i in range(sample)]
+    barrier.wait()
+    times = []
+    for position in positions:
+        started = time.process_time()
+        primes.step({**state, "next": position})
+        times.append(time.process_time() - started)
+    results.put(times)
+
+
+async def _timed_call(
+    client: AsyncClient, cluster: LocalCluster, call: PrimesCall = HOP_CALL
+) -> tuple[float, int, float, float, float]:
+    """(wall s, hops, client CPU s, proxy CPU s, workers CPU s) of one call."""
+    workers = [handle.process.pid for handle in cluster.workers.values()]
+    before = time.process_time(), cpu_seconds(cluster.proxy_pid), sum(cpu_seconds(pid) for pid in workers)
+    started = time.perf_counter()
+    done = await client.call_tool("count_primes", call.arguments)
+    wall = time.perf_counter() - started
+    if not call.correct(done):
+        raise RuntimeError("the hop-cost call gave a wrong answer")
+    hops = sum(hop.reason in HAND_BACK_REASONS for hop in done.trace.hops)
+    after = time.process_time(), cpu_seconds(cluster.proxy_pid), sum(cpu_seconds(pid) for pid in workers)
+    return wall, hops, after[0] - before[0], after[1] - before[1], after[2] - before[2]
+
+
+def hop_cost(runs: int) -> HopCost:
+    """The same call with a hand-back after every step and without any, through the proxy of two workers; and
+    without hops in 10 steps instead of 100, which leaves what each step costs the worker's main process."""
+    one_slot = {"MRTR_WORKER_MAX_CONCURRENT_COMPUTATIONS": "1"}
+    every_step = {
+        **one_slot,
+        "MRTR_WORKER_MAX_SLICE_MS": "1",
+        "MRTR_WORKER_MIN_SLICE_MS": "0",
+        "MRTR_WORKER_PRIORITY_AFTER_HOPS": "1000000",
+    }
+    none = {**one_slot, "MRTR_WORKER_MAX_SLICE_MS": "0"}
+
+    async def measure(plain: LocalCluster, hopping: LocalCluster) -> tuple[list[Any], list[Any], list[Any]]:
+        results: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+        async with (
+            AsyncClient(plain.mcp_url, policy=PATIENT) as direct,
+            AsyncClient(hopping.mcp_url, policy=PATIENT) as hopper,
+        ):
+            await _timed_call(direct, plain)  # warm-up: connections, step processes, base primes
+            await _timed_call(hopper, hopping)
+            for _ in range(runs):  # interleaved, so a busy moment hits all alike
+                results[0].append(await _timed_call(direct, plain))
+                results[1].append(await _timed_call(hopper, hopping))
+                results[2].append(await _timed_call(direct, plain, FEW_STEPS_CALL))
+        return results
+
+    with clusters(none, every_step, workers=2) as (plain, hopping):
+        without, with_hops, few = asyncio.run(measure(plain, hopping))
+    hops = statistics.median(r[1] for r in with_hops)
+
+    def mean(rows: list[Any], index: int) -> float:
+        return statistics.fmean(r[index] for r in rows)
+
+    def per_hop(index: int) -> float:
+        return float((mean(with_hops, index) - mean(without, index)) / hops)
+
+    step = (mean(without, 4) - mean(few, 4)) / (HOP_CALL.steps - FEW_STEPS_CALL.steps)
+    wall = (statistics.median(r[0] for r in with_hops) - statistics.median(r[0] for r in without)) / hops
+    return HopCost(
+        client=per_hop(2),
+        proxy=per_hop(3),
+        worker=per_hop(4),
+        first_client=mean(few, 2),
+        first_proxy=mean(few, 3),
+        first_worker=mean(few, 4) - FEW_STEPS_CALL.steps * step,
+        worker_step=step,
+        wall_per_hop=wall,
+    )
+
+
+def start_up(cluster: LocalCluster, times: int) -> StartUp:
+    """Start `times` workers one at a time on an idle cluster; each is stopped again."""
+    walls, cpus = [], []
+    for _ in range(times):
+        started = time.monotonic()
+        handle = cluster.add_worker()
+        walls.append(time.monotonic() - started)
+        cpus.append(sum(cpu_seconds(pid) for pid in [handle.process.pid, *_children(handle.process.pid)]))
+        cluster.workers.pop(handle.instance_id)
+        cluster.lb.remove(handle.lb_url)
+        pool = _children(handle.process.pid)
+        handle.process.stop()
+        for pid in pool:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+    return StartUp(statistics.median(walls), statistics.median(cpus))
+
+
+def _healthy(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) -> Cell:
+    """Scenario (a) without the slow instance: the baseline the others are read against."""
+    ensure(cluster, 3, strategy)
+    with Steps(cluster) as steps:
+        with Callers(cluster.mcp_url, sizes.short, sizes.callers) as callers:
+            time.sleep(sizes.duration)
+        executed = steps.executed()
+    return Cell("healthy", strategy, callers.load, sizes.short.steps, executed)
+
+
+def references(
+    repeats: int, cells: tuple[tuple[str, Strategy], ...], progress: Path | None = None
+) -> tuple[list[Reference], StartUp]:
+    """Run every cell `repeats` times; each kept cell is written to `progress` at once (a long run that fails
+    late keeps what it measured)."""
+    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
+    config = ClusterConfig(
+        workers=3,
+        port=0,
+        tool_packs=TOOL_PACKS,
+        work_dir=work,
+        redis=False,
+        ready_timeout=300,
+        lb_env=LB_ENV,
+    )
+    cluster = LocalCluster(config)
+    watch = neighbours()
+    found: list[Reference] = []
+    try:
+        cluster.start()
+        ensure(cluster, 3, Strategy.OURS)
+        starting = start_up(cluster, 3)
+        for repeat in range(repeats):
+            for scenario, strategy in cells:
+                print(f"[{repeat + 1}/{repeats}] ({scenario}) {strategy.value} ...", flush=True)
+                mark = watch.mark() if watch is not None else None
+                began = time.monotonic()
+                try:
+                    if scenario == "healthy":
+                        cell = _healthy(cluster, strategy, SIZES)
+                    else:
+                        cell = run(cluster, scenario, strategy, SIZES)
+                except TimeoutError as exc:  # a cell the machine could not finish in time: said, not kept
+                    print(f"    not kept: {exc}", flush=True)
+                    continue
+                share = watch.share_since(mark) if watch is not None and mark is not None else 0.0
+                found.append(_reference(cell, share, began))
+                print(f"    {_summary(found[-1])}", flush=True)
+                if progress is not None:
+                    progress.write_text(json.dumps([asdict(ref) for ref in found], indent=1) + "\n")
+    except BaseException:
+        print(f"logs kept in {work}")
+        raise
+    finally:
+        stop_cluster(cluster)
+    shutil.rmtree(work, ignore_errors=True)
+    return found, starting
+
+
+def _reference(cell: Cell, others_share: float, began: float) -> Reference:
+    calls = [(call.started - began, call.seconds) for call in cell.load.calls if call.correct]
+    return Reference(
+        scenario=cell.scenario,
+        strategy=cell.strategy.name.lower(),
+        calls=calls,
+        completed=cell.load.completed,
+        errors=len(cell.load.errors) + cell.load.wrong,
+        lost=cell.lost,
+        others_share=others_share,
+        upgrade_seconds=cell.upgrade_seconds,
+        leaving_seconds=cell.leaving_seconds,
+        share_seconds=cell.share_seconds,
+        stopped_share=cell.stopped_share,
+    )
+
+
+def _summary(ref: Reference) -> str:
+    seconds = sorted(s for _, s in ref.calls)
+    p99 = seconds[min(len(seconds) - 1, int(0.99 * (len(seconds) - 1) + 0.5))] if seconds else float("nan")
+    return f"{ref.completed} calls, p99 ~{p99:.1f} s, lost {ref.lost:.0f}, others {ref.others_share:.0%}"
+
+
+def load(path: Path = CALIBRATION) -> Calibration:
+    """The stored calibration, as the simulator reads it."""
+    raw = json.loads(path.read_text())
+    return Calibration(
+        machine=raw["machine"],
+        measured_at=raw["measured_at"],
+        cores=raw["cores"],
+        step_short=StepTimes(**raw["step_short"]),
+        step_long=StepTimes(**raw["step_long"]),
+        step_crowded=StepTimes(**raw.get("step_crowded", raw["step_short"])),
+        step_long_crowded=StepTimes(**raw.get("step_long_crowded", raw["step_long"])),
+        hop=HopCost(**{"worker_step": 0.0, **raw["hop"]}),
+        start_up=StartUp(**raw["start_up"]),
+        sizes=raw["sizes"],
+        reference=[
+            Reference(**{**ref, "calls": [tuple(call) for call in ref["calls"]]}) for ref in raw.get("reference", [])
+        ],
+    )
+
+
+def _documented() -> list[Reference]:
+    from benchmarks.fleet_sim.documented import documented  # it builds on this module's `Reference`
+
+    return documented(REPORT)
+
+
+def _sizes() -> dict[str, Any]:
+    return {
+        "duration": SIZES.duration,
+        "callers": SIZES.callers,
+        "long_callers": SIZES.long_callers,
+        "overload": SIZES.overload,
+        "warmup": SIZES.warmup,
+        "grace": SIZES.grace,
+        "upgrade_window": SIZES.upgrade_window,
+        "short_steps": SHORT.steps,
+        "long_steps": LONG.steps,
+    }
+
+
+_NOTHING = StepTimes(0.0, 0.0, 0)
+_NONE = (_NOTHING, _NOTHING, _NOTHING, _NOTHING, HopCost(0, 0, 0, 0, 0, 0, 0, 0), StartUp(0.0, 0.0))
+
+
+def _all_step_times() -> tuple[StepTimes, StepTimes, StepTimes, StepTimes]:
+    found = step_times(SHORT, 20, 2), step_times(LONG, 20, 2), step_times(SHORT, 20, 6), step_times(LONG, 20, 3)
+    for name, times in zip(("short", "long", "short, six at once", "long, three at once"), found, strict=True):
+        print(f"    {name}: {times.mean * 1000:.1f} ms (cv {times.cv:.2f})", flush=True)
+    return found
+
+
+def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
+    """Step times, hop cost and start-up measured again; the reference cells of `path` kept as they are (and
+    with `with_docs`, those of docs/benchmarks.md replaced by the figures there now)."""
+    kept = load(path) if path.exists() else Calibration("", "", os.cpu_count() or 1, *_NONE, {}, [])
+    kept.machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    kept.sizes = kept.sizes or _sizes()
+    if with_docs:
+        kept.reference = [r for r in kept.reference if not r.source.startswith("docs/")] + _documented()
+    print("step times ...", flush=True)
+    kept.step_short, kept.step_long, kept.step_crowded, kept.step_long_crowded = _all_step_times()
+    print("hop cost ...", flush=True)
+    kept.hop = hop_cost(hop_runs)
+    print(f"    {kept.hop}", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
+    cluster = LocalCluster(ClusterConfig(workers=1, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False))
+    try:
+        cluster.start()
+        kept.start_up = start_up(cluster, 3)
+    finally:
+        stop_cluster(cluster)
+    shutil.rmtree(work, ignore_errors=True)
+    kept.measured_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + " (parameters; reference figures earlier)"
+    path.write_text(json.dumps(asdict(kept), indent=1) + "\n")
+    print(f"written to {path}")
+    return 0
+
+
+def main() -> int:
+    p = parser(__doc__, duration=SIZES.duration, duration_help="unused: the scenarios keep why_shed.py's sizes")
+    p.add_argument("--repeats", type=int, default=1, help="runs of every reference cell (default 1)")
+    p.add_argument("--hop-runs", type=int, default=15, help="calls per schedule for the hop cost (default 15)")
+    p.add_argument("--cells", default="", help="only these cells, e.g. 'a:ours,b:stay' (default all)")
+    p.add_argument("--out", type=Path, default=CALIBRATION, help=f"where to write (default {CALIBRATION})")
+    p.add_argument(
+        "--with-docs",
+        action="store_true",
+        help="add the why-shed and straggler figures of docs/benchmarks.md (a quiet machine's) as reference cells",
+    )
+    p.add_argument(
+        "--parameters-only",
+        action="store_true",
+        help="measure the model's parameters again and keep the reference figures already in --out",
+    )
+    args = p.parse_args()
+    chosen: tuple[tuple[str, Strategy], ...] = CELLS
+    if args.cells:
+        wanted = {tuple(item.split(":")) for item in args.cells.split(",")}
+        chosen = tuple((s, strategy) for s, strategy in CELLS if (s, strategy.name.lower()) in wanted)
+    if args.parameters_only:
+        return _parameters_only(args.out, args.hop_runs, args.with_docs)
+    print("step times ...", flush=True)
+    short, long, crowded, long_crowded = _all_step_times()
+    print("hop cost ...", flush=True)
+    hop = hop_cost(args.hop_runs)
+    print(f"    {hop}", flush=True)
+    found, starting = references(args.repeats, chosen, args.out.with_suffix(".partial.json"))
+    found += _documented() if args.with_docs else []
+    print(f"start-up: {starting}")
+    result = Calibration(
+        machine=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        cores=os.cpu_count() or 1,
+        step_short=short,
+        step_long=long,
+        step_crowded=crowded,
+        step_long_crowded=long_crowded,
+        hop=hop,
+        start_up=starting,
+        sizes=_sizes(),
+        reference=found,
+    )
+    args.out.write_text(json.dumps(asdict(result), indent=1) + "\n")
+    print(f"written to {args.out}")
+    return 1 if any(ref.errors for ref in found) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

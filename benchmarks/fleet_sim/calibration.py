@@ -1,0 +1,145 @@
+"""The calibration check: the model's runs of the real cells beside the real figures, calls done and p99.
+
+Real figures are the mean over the repeats `calibrate.py` ran; the model's
+the mean over `seeds` runs of the same cell. The gap is model / real - 1;
+the target is within 15 % for both figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from benchmarks.fleet_sim.calibrate import Calibration, Reference
+from benchmarks.fleet_sim.metrics import percentile
+from benchmarks.fleet_sim.replay import Replayed, replay
+
+TOLERANCE = 0.15
+LABELS = {
+    "healthy": "healthy",
+    "a": "(a) one at a quarter speed",
+    "b": "(b) rolling upgrade",
+    "c": "(c) scale-out 2 to 4",
+}
+STRATEGIES = {"ours": "hand-back", "stay": "stay where you land", "kill": "kill and start over"}
+
+
+@dataclass(frozen=True)
+class Compared:
+    source: str
+    scenario: str
+    strategy: str
+    repeats: int
+    others_share: float
+    real_calls: float
+    model_calls: float
+    real_p99: float
+    model_p99: float
+    real_p50: float
+    model_p50: float
+    real_extra: float | None
+    """(b) the old instances' time to leave, (c) the new ones' time to carry their share."""
+    model_extra: float | None
+
+    @property
+    def calls_gap(self) -> float:
+        return self.model_calls / self.real_calls - 1 if self.real_calls else float("nan")
+
+    @property
+    def p99_gap(self) -> float:
+        return self.model_p99 / self.real_p99 - 1 if self.real_p99 else float("nan")
+
+    @property
+    def within(self) -> bool:
+        return abs(self.calls_gap) <= TOLERANCE and abs(self.p99_gap) <= TOLERANCE
+
+
+def compare(cal: Calibration, seeds: int) -> list[Compared]:
+    """Every cell of the calibration, each real repeat replayed `seeds` times with its own measured neighbours."""
+    cells: dict[tuple[str, str, str], list[Reference]] = {}
+    for ref in cal.reference:
+        cells.setdefault((ref.source, ref.scenario, ref.strategy), []).append(ref)
+    found = []
+    for (source, scenario, strategy), refs in cells.items():
+        runs: list[Replayed] = [replay(cal, ref, seed) for ref in refs for seed in range(1, seeds + 1)]
+        found.append(
+            Compared(
+                source=source,
+                scenario=scenario,
+                strategy=strategy,
+                repeats=len(refs),
+                others_share=statistics.fmean(r.others_share for r in refs),
+                real_calls=statistics.fmean(r.completed for r in refs),
+                model_calls=statistics.fmean(r.completed for r in runs),
+                real_p99=statistics.fmean(_p(r, 99) for r in refs),
+                model_p99=statistics.fmean(r.p99 for r in runs),
+                real_p50=statistics.fmean(_p(r, 50) for r in refs),
+                model_p50=statistics.fmean(r.p50 for r in runs),
+                real_extra=_mean([_extra_real(r) for r in refs]),
+                model_extra=_mean([_extra_model(r) for r in runs]),
+            )
+        )
+    return found
+
+
+def _p(ref: Reference, q: float) -> float:
+    """The cell's percentile: from its calls, or as the report printed it (`documented`)."""
+    if not ref.calls:
+        printed = ref.p50 if q == 50 else ref.p99 if q == 99 else None
+        return printed if printed is not None else float("nan")
+    return percentile([seconds for _, seconds in ref.calls], q)
+
+
+def _extra_real(ref: Reference) -> float | None:
+    return ref.leaving_seconds if ref.scenario == "b" else ref.share_seconds if ref.scenario == "c" else None
+
+
+def _extra_model(run: Replayed) -> float | None:
+    return run.leaving_seconds if run.scenario == "b" else run.share_seconds if run.scenario == "c" else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
+    lines = [
+        "Real: the cells of `benchmarks/fleet_sim/calibration.json`, each naming where its figures come from: "
+        "the why-shed and straggler tables of this report (a quiet machine; the straggler benchmark runs 45 s and "
+        "counts calls done within the window), or a run of `calibrate.py` itself (every call kept). Parameters "
+        f"measured {cal.measured_at} on {cal.machine}. The why-shed sizes "
+        f"(healthy and (a): {cal.sizes['callers']} callers of the {cal.sizes['short_steps']}-step call for "
+        f"{cal.sizes['duration']:g} s on 3 workers; (b) {cal.sizes['long_callers']} callers of the "
+        f"{cal.sizes['long_steps']}-step call through an upgrade of 3 workers; (c) {cal.sizes['overload']} callers, "
+        f"2 workers and 2 more after {cal.sizes['warmup']:g} s, then {cal.sizes['duration']:g} s). Model: the mean "
+        f"of {seeds} seeds per real repeat, on {cal.cores} cores less the share other processes took during that "
+        "real cell. **Gap**: model / real - 1; target within 15 % for calls done and p99. Last column: (b) seconds "
+        "the old instances took to leave, (c) seconds until the new ones carried their share, real / model.",
+        "",
+        "| real figures from | cell | strategy | repeats | others' CPU | calls real | model | gap | p99 s real "
+        "| model | gap | p50 s real / model | leave or share s, real / model | within 15 % |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for c in compared:
+        extra = "-" if c.real_extra is None and c.model_extra is None else f"{_s(c.real_extra)} / {_s(c.model_extra)}"
+        lines.append(
+            f"| {c.source} | {LABELS.get(c.scenario, c.scenario)} | {STRATEGIES.get(c.strategy, c.strategy)} "
+            f"| {c.repeats} "
+            f"| {c.others_share:.0%} | {c.real_calls:.0f} | {c.model_calls:.0f} | {c.calls_gap:+.0%} "
+            f"| {c.real_p99:.1f} | {c.model_p99:.1f} | {c.p99_gap:+.0%} | {c.real_p50:.1f} / {c.model_p50:.1f} "
+            f"| {extra} | {'yes' if c.within else '**no**'} |"
+        )
+    held = sum(c.within for c in compared)
+    worst = max(compared, key=lambda c: max(abs(c.calls_gap), abs(c.p99_gap)), default=None)
+    lines += ["", f"Within 15 % in {held} of {len(compared)} cells."]
+    if worst is not None:
+        lines[-1] += (
+            f" The largest gap: {LABELS.get(worst.scenario, worst.scenario)}, {STRATEGIES.get(worst.strategy)} "
+            f"(calls {worst.calls_gap:+.0%}, p99 {worst.p99_gap:+.0%})."
+        )
+    return lines
+
+
+def _s(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f}"

@@ -1,0 +1,197 @@
+"""A machine's CPU: processor sharing of its cores among the jobs that can run, in simulated time.
+
+Why sharing and not a queue: on the real cluster every worker's step
+processes, its main process, the proxy and the client are OS processes on
+the same two cores, and the kernel shares the cores among whatever is
+runnable. Six steps on two cores each run at a third of their speed; a
+worker stopped by SIGSTOP (the quarter-speed instance) gives its share to
+the others. So a job here is CPU work in seconds at full speed, and each
+runnable job progresses at `speed x min(1, cores / runnable jobs)`.
+
+Jobs belong to groups (an OS process tree: one worker and its step pool, the
+proxy, the client); a group can be slowed (`speed`, a throttled container)
+or stopped (speed 0: SIGSTOP, a garbage-collection pause). Each group keeps
+a virtual clock of the work one of its jobs has received, so adding or
+finishing a job costs O(groups), not O(jobs), and one timer per host wakes
+the earliest job.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+EPSILON = 1e-9
+"""A nanosecond of work: float error in the virtual clocks, never a difference that matters."""
+
+
+@dataclass(eq=False)
+class Group:
+    """Jobs that share a fate: stopped together, slowed together."""
+
+    host: Host
+    name: str
+    speed: float = 1.0
+    virtual: float = 0.0
+    """Work (CPU seconds) each runnable job of this group has received since the group was made."""
+    jobs: list[tuple[float, int, simpy.Event]] = field(default_factory=list)
+    """(virtual time the job is done, order, its event), a heap."""
+
+    def run(self, work: float) -> simpy.Event:
+        """An event that succeeds once `work` CPU seconds have been given to this job."""
+        return self.host.run(self, work)
+
+    def compute(self, work: float) -> Generator[simpy.Event, Any, None]:
+        """Wait (`yield from`) until `work` CPU seconds have been given to this job."""
+        yield self.host.run(self, work)
+
+    def set_speed(self, speed: float) -> None:
+        self.host.set_speed(self, speed)
+
+    def stop(self) -> None:
+        """The process is gone: its unfinished jobs never finish (a kill), its share goes to the others."""
+        self.host.remove(self)
+
+
+class Host:
+    def __init__(self, env: simpy.Environment, cores: float) -> None:
+        self.env = env
+        self.cores = cores
+        self.groups: list[Group] = []
+        self._at = 0.0
+        self._share = 1.0
+        """Work per second each runnable job gets at speed 1: min(1, cores / runnable jobs)."""
+        self._order = itertools.count()
+        self._due = float("inf")
+        self._timer = 0
+        self.busy = 0.0
+        """CPU seconds given so far (all jobs): what the utilisation figures read."""
+
+    def group(self, name: str, speed: float = 1.0) -> Group:
+        made = Group(self, name, speed)
+        self.groups.append(made)
+        return made
+
+    def remove(self, group: Group) -> None:
+        """Forget a group whose process is gone; its unfinished jobs never finish (a kill)."""
+        self._advance()
+        if group in self.groups:
+            self.groups.remove(group)
+        group.jobs.clear()
+        self._settle()
+
+    def run(self, group: Group, work: float) -> simpy.Event:
+        self._advance()
+        done = self.env.event()
+        heapq.heappush(group.jobs, (group.virtual + max(work, 0.0), next(self._order), done))
+        self._settle()
+        return done
+
+    def set_speed(self, group: Group, speed: float) -> None:
+        self._advance()
+        group.speed = speed
+        self._settle()
+
+    def _advance(self) -> None:
+        """Give every runnable job its work since the last change."""
+        now = self.env.now
+        elapsed = now - self._at
+        if elapsed > 0:
+            for group in self.groups:
+                if group.jobs and group.speed > 0:
+                    given = elapsed * self._share * group.speed
+                    group.virtual += given
+                    self.busy += given * len(group.jobs)
+        self._at = now
+
+    def _settle(self) -> None:
+        """Finish the jobs that are done, recompute the share, and set the timer for the next one."""
+        for group in self.groups:
+            while group.jobs and group.jobs[0][0] <= group.virtual + EPSILON:
+                heapq.heappop(group.jobs)[2].succeed()
+        runnable = sum(len(group.jobs) for group in self.groups if group.speed > 0)
+        self._share = min(1.0, self.cores / runnable) if runnable else 1.0
+        due = float("inf")
+        for group in self.groups:
+            if group.jobs and group.speed > 0:
+                due = min(due, self.env.now + (group.jobs[0][0] - group.virtual) / (self._share * group.speed))
+        if due < self._due - EPSILON:
+            self._arm(due)
+        # A timer armed for earlier than the new due fires, finds nothing done and re-arms: harmless.
+
+    def _arm(self, due: float) -> None:
+        self._due = due
+        self._timer += 1
+        if due == float("inf"):
+            return
+        ticket = self._timer
+        timer = self.env.timeout(max(0.0, due - self.env.now))
+        timer.callbacks.append(lambda _: self._wake(ticket))
+
+    def _wake(self, ticket: int) -> None:
+        if ticket != self._timer:
+            return  # a later change re-armed the host
+        self._due = float("inf")
+        self._advance()
+        self._settle()
+
+
+class Dedicated:
+    """A group with cores of its own, at least one per job it ever runs at once (an instance with a core per
+    compute slot): nothing shares, so a job of `work` takes `work / speed`, stretched by any pause it meets.
+
+    The study's thousand instances run here: one timer per job and no sharing arithmetic. A pause (speed 0)
+    is accounted for when a job's timer fires: the time it spent paused is run again.
+    """
+
+    def __init__(self, env: simpy.Environment, name: str, speed: float = 1.0) -> None:
+        self.env = env
+        self.name = name
+        self.speed = speed
+        self.busy = 0.0
+        self._paused_total = 0.0
+        self._paused_at: float | None = None
+        self._resumed: simpy.Event | None = None
+        self.gone = False
+
+    def stop(self) -> None:
+        """The process is gone: jobs in progress never finish (a kill)."""
+        self.gone = True
+
+    def paused_time(self) -> float:
+        ongoing = self.env.now - self._paused_at if self._paused_at is not None else 0.0
+        return self._paused_total + ongoing
+
+    def set_speed(self, speed: float) -> None:
+        if speed == 0 and self._paused_at is None:
+            self._paused_at = self.env.now
+            self._resumed = self.env.event()
+        elif speed > 0 and self._paused_at is not None:
+            self._paused_total += self.env.now - self._paused_at
+            self._paused_at = None
+            resumed, self._resumed = self._resumed, None
+            if resumed is not None:
+                resumed.succeed()
+        if speed > 0:
+            self.speed = speed
+
+    def compute(self, work: float) -> Generator[simpy.Event, Any, None]:
+        remaining = work
+        while remaining > EPSILON:
+            if self._resumed is not None:
+                yield self._resumed
+            before = self.paused_time()
+            yield self.env.timeout(remaining / self.speed)
+            if self.gone:
+                yield self.env.event()  # never: the process is gone
+            remaining = (self.paused_time() - before) * self.speed
+        self.busy += work
+
+
+Cpu = Group | Dedicated
+"""Where a process's work runs: a share of a host's cores, or cores of its own."""

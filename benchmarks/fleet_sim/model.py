@@ -1,0 +1,73 @@
+"""The model's parameters, each one measured on the real cluster (`calibrate.py`) or taken from the code itself.
+
+Nothing here is fitted to the figures the model is compared with: step
+times, hop CPU and start-up come from `calibration.json`; the shedding
+settings, the client's retry policy and the proxy's health checks are the
+real defaults, imported.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from benchmarks.fleet_sim.calibrate import Calibration
+
+THROTTLE_PERIOD = 0.1
+"""The quarter-speed instance's SIGSTOP/SIGCONT cycle (`benchmarks.straggler.THROTTLE_PERIOD`)."""
+STARTUP_WAIT = 0.25
+"""A started worker's wait for the proxy's first probe (half the 0.5 s health interval, on average)."""
+
+
+@dataclass(frozen=True)
+class Model:
+    step_mean: float
+    """CPU seconds of one step of the short call, alone on a core."""
+    step_cv: float
+    long_step_mean: float
+    long_step_cv: float
+    crowded_step_mean: float
+    """A step's CPU seconds with six stepping at once (the real cluster, every slot busy)."""
+    crowded_long_step_mean: float
+    client_first: float
+    client_hop: float
+    proxy_first: float
+    proxy_hop: float
+    worker_first: float
+    worker_hop: float
+    worker_step: float
+    """The worker's main process per step (dispatch to the step process and back): added to each step's work."""
+    start_cpu: float
+    """CPU seconds of a worker's start-up (the process and its step pool)."""
+
+    @classmethod
+    def from_calibration(cls, cal: Calibration) -> Model:
+        hop = cal.hop
+        return cls(
+            step_mean=cal.step_short.mean,
+            step_cv=cal.step_short.cv,
+            long_step_mean=cal.step_long.mean,
+            long_step_cv=cal.step_long.cv,
+            crowded_step_mean=cal.step_crowded.mean,
+            crowded_long_step_mean=cal.step_long_crowded.mean,
+            client_first=max(hop.first_client, hop.client),
+            client_hop=max(0.0, hop.client),
+            proxy_first=max(hop.first_proxy, hop.proxy),
+            proxy_hop=max(0.0, hop.proxy),
+            worker_first=max(hop.first_worker, hop.worker),
+            worker_hop=max(0.0, hop.worker),
+            worker_step=max(0.0, hop.worker_step),
+            start_cpu=cal.start_up.cpu,
+        )
+
+
+def step_work(mean: float, cv: float, rng: random.Random, overhead: float = 0.0) -> Callable[[], float]:
+    """Draws of one step's CPU seconds: lognormal with the measured mean and spread (never negative), plus the
+    worker's main-process `overhead` per step."""
+    if cv <= 0:
+        return lambda: mean + overhead
+    sigma = math.sqrt(math.log(1 + cv * cv))
+    mu = math.log(mean) - sigma * sigma / 2
+    return lambda: rng.lognormvariate(mu, sigma) + overhead

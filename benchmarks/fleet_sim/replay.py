@@ -1,0 +1,183 @@
+"""The real three-worker benchmark, replayed in the model: the cells `calibrate.py` measured, step for step.
+
+Each scenario does what `benchmarks/_why_shed/scenarios.py` does to the real
+cluster, at the same sizes (callers, windows, calls), on one machine of the
+real one's cores less the share other processes took during that real cell:
+
+* healthy: three workers, closed-loop callers of the short call for the window;
+* (a) the same with one worker stopped and resumed on the throttle's duty
+  cycle (running the share of the time it really ran);
+* (b) long calls, one caller per worker; once every worker has a call, each
+  old worker in turn is replaced (a v2 worker starts and joins, then the old
+  one leaves the strategy's way), then the load runs to the end of the window
+  and until the calls the upgrade caught are done;
+* (c) two workers overloaded, two more started after the warm-up, then the
+  window; when the new ones carry their share is computed by the real
+  benchmark's own function (`_why_shed.accounting.seconds_to_share`) on step
+  counts sampled as the real one samples them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+
+from benchmarks._why_shed.accounting import Sample, seconds_to_share
+from benchmarks.fleet_sim.calibrate import Calibration, Reference
+from benchmarks.fleet_sim.client import Call
+from benchmarks.fleet_sim.fleet import Fleet, started
+from benchmarks.fleet_sim.metrics import percentile
+from benchmarks.fleet_sim.model import Model, step_work
+from benchmarks.fleet_sim.workload import Calls, Switch, closed_loop
+from mrtr_lb.balancing import Balance
+from mrtr_worker.compute.policy import SheddingSettings
+
+SAMPLE_EVERY = 0.25
+"""The real benchmark scrapes every worker's step counter this often (`_why_shed.fleet.Steps`)."""
+STATE = 0.1
+"""How often the real upgrade looks whether every worker has a call (`_why_shed.scenarios._busy`)."""
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One cell in the model: what the real `Reference` reports, computed the same way."""
+
+    scenario: str
+    strategy: str
+    completed: int
+    p50: float
+    p99: float
+    lost: float
+    upgrade_seconds: float | None = None
+    leaving_seconds: float | None = None
+    share_seconds: float | None = None
+
+
+def settings_of(strategy: str) -> SheddingSettings:
+    return SheddingSettings() if strategy == "ours" else SheddingSettings(enabled=False)
+
+
+def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
+    """The model's run of the real cell `ref`."""
+    env = simpy.Environment()
+    rng = random.Random(seed)
+    model = Model.from_calibration(cal)
+    cores = cal.cores * (1 - ref.others_share)
+    fleet = Fleet(env, model, settings_of(ref.strategy), Balance.ROUND_ROBIN, rng, shared_cores=cores)
+    sizes = dict(cal.sizes)
+    if ref.duration is not None:
+        sizes["duration"] = ref.duration
+    long = ref.scenario == "b"
+    steps = sizes["long_steps"] if long else sizes["short_steps"]
+    mean = model.crowded_long_step_mean if long else model.crowded_step_mean
+    work = step_work(mean, model.step_cv, rng, model.worker_step)
+
+    def new_call(now: float) -> Call:
+        return Call(steps, work, now)
+
+    calls, switch = Calls(), Switch(env)
+    result: dict[str, Any] = {}
+    scenario = {"healthy": _steady, "a": _steady, "b": _upgrade, "c": _scale_out}[ref.scenario]
+    env.process(scenario(fleet, ref, sizes, new_call, calls, switch, result))
+    env.run()
+    seconds = [c.seconds for c in calls.all if c.ended is not None]
+    completed = len(seconds)
+    if ref.in_window:  # the straggler benchmark counts the calls done within its window only
+        completed = sum(c.ended is not None and c.ended <= sizes["duration"] for c in calls.all)
+    return Replayed(
+        ref.scenario,
+        ref.strategy,
+        completed,
+        percentile(seconds, 50),
+        percentile(seconds, 99),
+        fleet.executed - len(seconds) * steps,
+        result.get("upgrade"),
+        result.get("leaving"),
+        result.get("share"),
+    )
+
+
+def _steady(
+    fleet: Fleet, ref: Reference, sizes: dict[str, Any], new_call: Any, calls: Calls, switch: Switch, _: dict[str, Any]
+) -> Generator[simpy.Event, Any, None]:
+    env = fleet.env
+    workers = [fleet.add() for _ in range(3)]
+    if ref.scenario == "a":
+        running = 1 - (ref.stopped_share if ref.stopped_share is not None else 0.75)
+        env.process(fleet.throttle(workers[0], running, lambda: switch.over))
+    callers = closed_loop(env, fleet.client, sizes["callers"], new_call, switch, calls)
+    yield env.timeout(sizes["duration"])
+    switch.stopped = True
+    yield env.all_of(callers)
+    switch.over = True
+
+
+def _upgrade(
+    fleet: Fleet,
+    ref: Reference,
+    sizes: dict[str, Any],
+    new_call: Any,
+    calls: Calls,
+    switch: Switch,
+    result: dict[str, Any],
+) -> Generator[simpy.Event, Any, None]:
+    env = fleet.env
+    old = [fleet.add() for _ in range(3)]
+    callers = closed_loop(env, fleet.client, sizes["long_callers"], new_call, switch, calls)
+    while sum(worker.busy > 0 for worker in old) < min(len(old), sizes["long_callers"]):
+        yield env.timeout(STATE)
+    started = env.now
+    caught = [c for c in calls.all if c.ended is None]
+    leaving = 0.0
+    for worker in old:
+        yield env.process(fleet.start(version=2))
+        began = env.now
+        if ref.strategy == "ours":
+            yield env.process(fleet.drain(worker))
+        else:
+            grace = sizes["grace"] if ref.strategy == "kill" else 600.0
+            yield env.process(fleet.leave_waiting(worker, grace))
+        leaving += env.now - began
+    result["upgrade"], result["leaving"] = env.now - started, leaving
+    yield env.timeout(max(0.0, sizes["upgrade_window"] - (env.now - started)))
+    while any(c.ended is None and not c.failed for c in caught):
+        yield env.timeout(0.2)
+    switch.stopped = True
+    yield env.all_of(callers)
+
+
+def _scale_out(
+    fleet: Fleet,
+    ref: Reference,
+    sizes: dict[str, Any],
+    new_call: Any,
+    calls: Calls,
+    switch: Switch,
+    result: dict[str, Any],
+) -> Generator[simpy.Event, Any, None]:
+    env = fleet.env
+    for _ in range(2):
+        fleet.add()
+    samples: list[Sample] = []
+    env.process(_sample(fleet, samples, switch))
+    callers = closed_loop(env, fleet.client, sizes["overload"], new_call, switch, calls)
+    yield env.timeout(sizes["warmup"])
+    starting = [env.process(fleet.start()) for _ in range(2)]
+    yield env.all_of(starting)
+    new = [started(process) for process in starting]
+    added_at = env.now
+    yield env.timeout(sizes["duration"])
+    switch.stopped = True
+    yield env.all_of(callers)
+    switch.over = True
+    result["share"] = seconds_to_share(samples, {i.name for i in new}, added_at, fair_share=2 / 4)
+
+
+def _sample(fleet: Fleet, samples: list[Sample], switch: Switch) -> Generator[simpy.Event, Any, None]:
+    while not switch.over:
+        samples.append(Sample(fleet.env.now, {i.name: float(i.steps) for i in fleet.live}))
+        yield fleet.env.timeout(SAMPLE_EVERY)

@@ -1,0 +1,44 @@
+"""The ways of running a fleet the study compares: the worker's shedding, the proxy's balance, the client's hedging.
+
+Hand-back strategies run the real default `SheddingSettings` and leave by
+the operator's drain; the others run with shedding off (the worker's
+`MRTR_WORKER_SHEDDING=false`: calls queue for a slot and stay where they
+landed) and leave as a graceful shutdown does: out of rotation, the calls
+finish, up to a grace period (Kubernetes' default of 30 s), then a kill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mrtr_lb.balancing import Balance
+from mrtr_worker.compute.policy import SheddingSettings
+
+GRACE_SECONDS = 30.0
+"""How long a leaving instance that does not hand back may wait for its calls (`terminationGracePeriodSeconds`)."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    key: str
+    label: str
+    shedding: bool
+    balance: Balance
+    hedge: bool = False
+
+    @property
+    def settings(self) -> SheddingSettings:
+        return SheddingSettings() if self.shedding else SheddingSettings(enabled=False)
+
+
+STRATEGIES = {
+    s.key: s
+    for s in (
+        Strategy("hand-back", "hand-back, round robin (ours)", True, Balance.ROUND_ROBIN),
+        Strategy("stay", "stay where you land, round robin", False, Balance.ROUND_ROBIN),
+        Strategy("two-choices", "two choices, no hand-back", False, Balance.TWO_CHOICES),
+        Strategy("hedged", "hedged at p95, round robin, no hand-back", False, Balance.ROUND_ROBIN, hedge=True),
+        Strategy("hand-back+two-choices", "hand-back, two choices", True, Balance.TWO_CHOICES),
+        Strategy("hand-back+least-request", "hand-back, least request", True, Balance.LEAST_REQUEST),
+    )
+}

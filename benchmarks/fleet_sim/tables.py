@@ -1,0 +1,127 @@
+"""The study's tables and what they say: p99.9 by strategy, the detail of every cell, and the verdicts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from benchmarks.fleet_sim.anchors import Anchor
+from benchmarks.fleet_sim.strategies import STRATEGIES
+from benchmarks.fleet_sim.study import SCENARIOS, Result
+
+OURS, HEDGED = "hand-back", "hedged"
+ALTERNATIVES = ("hand-back+two-choices", "hand-back+least-request")
+
+
+def anchors(found: Sequence[tuple[Anchor, float, int]], servers: int, service_times: float) -> list[str]:
+    lines = [
+        f"The supermarket model on the model's own proxy and queues ({servers} one-slot instances, exponential "
+        f"service, Poisson arrivals, {service_times:g} service times, each queue started at the formula's steady "
+        "state, the first third not counted):",
+        "",
+        "| anchor | load | published (n large), service times | model | calls counted |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for anchor, mean, calls in found:
+        lines.append(f"| {anchor.name} | {anchor.load:.2f} | {anchor.published:.2f} | {mean:.2f} | {calls} |")
+    return lines
+
+
+def summary(results: Sequence[Result]) -> list[str]:
+    """p99.9 per strategy (columns) for each scenario, size and load; the best of each row in bold."""
+    keys = [k for k in STRATEGIES if any(r.cell.strategy.key == k for r in results)]
+    lines = [
+        "| scenario | instances | load | " + " | ".join(STRATEGIES[k].label for k in keys) + " |",
+        "|---|---:|---:|" + "---:|" * len(keys),
+    ]
+    for (scenario, size, load), row in _rows(results).items():
+        values = {k: row[k].figures.p999 for k in keys if k in row}
+        best = min((v for v in values.values() if not math.isnan(v)), default=math.nan)
+        cells = [_bold(f"{values[k]:.2f}", values[k] == best) if k in values else "-" for k in keys]
+        lines.append(f"| {scenario} | {size:,} | {load:.2f} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def detail(results: Sequence[Result], scenario: str) -> list[str]:
+    event = {"upgrade": "upgrade s", "scale-out": "share s"}.get(scenario, "")
+    head = "| instances | load | strategy | calls | p50 s | p99 s | p99.9 s | steps lost (% of useful) | hedged "
+    head += "| hand-backs per call | runs |" + (f" {event} |" if event else "")
+    lines = [head, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if event else "")]
+    for (name, size, load), row in _rows(results).items():
+        if name != scenario:
+            continue
+        for key in STRATEGIES:
+            if key not in row:
+                continue
+            r = row[key]
+            f = r.figures
+            hedged = f"{f.hedged / max(1, f.calls + f.unfinished):.1%}" if r.cell.strategy.hedge else "-"
+            unfinished = f" (+{f.unfinished} unfinished)" if f.unfinished else ""
+            line = (
+                f"| {size:,} | {load:.2f} | {r.cell.strategy.label} | {f.calls}{unfinished} | {f.p50:.2f} | "
+                f"{f.p99:.2f} | {f.p999:.2f} | {f.lost_steps} ({f.duplicate_share:.1%}) | {hedged} | "
+                f"{f.rounds:.2f} | {r.runs} |"
+            )
+            if event:
+                value = "never" if r.event_seconds is None else f"{r.event_seconds:.1f}"
+                if r.never and r.event_seconds is not None:
+                    value += f" (never in {r.never} runs)"
+                line += f" {value} |"
+            lines.append(line)
+    return lines
+
+
+def verdicts(results: Sequence[Result]) -> list[str]:
+    rows = _rows(results)
+    lines = []
+    pairs = [(key, row[OURS], row[HEDGED]) for key, row in rows.items() if OURS in row and HEDGED in row]
+    if pairs:
+        met = [key for key, ours, hedged in pairs if ours.figures.p999 <= hedged.figures.p999]
+        missed = [f"{s} {n:,} at {x:.2f}" for (s, n, x), o, h in pairs if o.figures.p999 > h.figures.p999]
+        lines.append(
+            f"* Hand-back (round robin) against hedging at p95: p99.9 at least as good in {len(met)} of {len(pairs)} "
+            "cells, with no duplicate work" + (f"; not in: {', '.join(missed)}" if missed else "") + "."
+        )
+    for alternative in ALTERNATIVES:
+        against = [
+            (key, row[OURS], row[alternative]) for key, row in rows.items() if OURS in row and alternative in row
+        ]
+        if not against:
+            continue
+        label = STRATEGIES[alternative].label
+        for size in sorted({key[1] for key, _, _ in against}):
+            mine = [(key, o, a) for key, o, a in against if key[1] == size]
+            better = sum(a.figures.p999 < o.figures.p999 for _, o, a in mine)
+            ratios = [a.figures.p999 / o.figures.p999 for _, o, a in mine if o.figures.p999 > 0]
+            spread = f"{min(ratios):.2f}x to {max(ratios):.2f}x" if ratios else "-"
+            lines.append(
+                f"* {label} against hand-back with round robin at {size:,} instances: p99.9 lower in {better} of "
+                f"{len(mine)} cells ({spread} of round robin's)."
+            )
+        hedged_pairs = [
+            (row[alternative], row[HEDGED]) for row in rows.values() if alternative in row and HEDGED in row
+        ]
+        if hedged_pairs:
+            met_h = sum(a.figures.p999 <= h.figures.p999 for a, h in hedged_pairs)
+            lines.append(f"* {label} against hedging: p99.9 at least as good in {met_h} of {len(hedged_pairs)} cells.")
+    hedging = [row[HEDGED].figures for row in rows.values() if HEDGED in row]
+    if hedging:
+        shares = [f.duplicate_share for f in hedging]
+        lines.append(
+            f"* Hedging's duplicate work: {min(shares):.1%} to {max(shares):.1%} of the useful steps "
+            f"(hedges sent for {min(f.hedged / max(1, f.calls) for f in hedging):.1%} to "
+            f"{max(f.hedged / max(1, f.calls) for f in hedging):.1%} of the calls)."
+        )
+    return lines or ["* (no cell to compare)"]
+
+
+def _rows(results: Sequence[Result]) -> dict[tuple[str, int, float], dict[str, Result]]:
+    rows: dict[tuple[str, int, float], dict[str, Result]] = {}
+    order = list(SCENARIOS)
+    for r in sorted(results, key=lambda r: (order.index(r.cell.scenario), r.cell.size, r.cell.load)):
+        rows.setdefault((r.cell.scenario, r.cell.size, r.cell.load), {})[r.cell.strategy.key] = r
+    return rows
+
+
+def _bold(text: str, yes: bool) -> str:
+    return f"**{text}**" if yes else text

@@ -1,0 +1,162 @@
+"""The fleet simulator: its CPU model, its figures' invariants, and a tiny end-to-end run as `scripts/bench` runs it.
+
+The simulator runs in this process (SimPy, no workers): a cell of ten
+instances and a few hundred calls takes a second or two. The figures are
+never asserted as targets, only the rules that must hold whatever the
+parameters: a seed reproduces a run, hedging duplicates work, staying where
+you land and handing back lose none.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import simpy
+
+from benchmarks.fleet_sim.calibrate import CALIBRATION, load
+from benchmarks.fleet_sim.host import Dedicated, Host
+from benchmarks.fleet_sim.model import Model
+from benchmarks.fleet_sim.strategies import STRATEGIES
+from benchmarks.fleet_sim.study import Cell, run_cell
+
+MODEL = Model(
+    step_mean=0.05,
+    step_cv=0.1,
+    long_step_mean=0.05,
+    long_step_cv=0.1,
+    crowded_step_mean=0.05,
+    crowded_long_step_mean=0.05,
+    client_first=0.002,
+    client_hop=0.001,
+    proxy_first=0.0005,
+    proxy_hop=0.0005,
+    worker_first=0.005,
+    worker_hop=0.002,
+    worker_step=0.0005,
+    start_cpu=2.0,
+)
+CALLS = 200
+HANG_GUARD_SECONDS = 900
+
+
+def test_a_host_shares_its_cores_among_the_jobs_that_can_run() -> None:
+    env = simpy.Environment()
+    host = Host(env, cores=2)
+    crowd, alone = host.group("crowd"), host.group("alone")
+    done: dict[str, float] = {}
+
+    def job(name: str, group: object, work: float) -> simpy.events.ProcessGenerator:
+        assert isinstance(group, type(crowd))
+        yield group.run(work)
+        done[name] = env.now
+
+    for i in range(4):
+        env.process(job(f"c{i}", crowd, 1.0))
+    env.process(job("a", alone, 1.0))
+
+    def stop_and_resume() -> simpy.events.ProcessGenerator:
+        yield env.timeout(0.5)
+        alone.set_speed(0.0)  # SIGSTOP: its share goes to the others
+        yield env.timeout(1.0)
+        alone.set_speed(1.0)
+
+    env.process(stop_and_resume())
+    env.run()
+    # 5 jobs on 2 cores: 0.4 each until 0.5 s; 4 jobs: 0.5 each until 1.5 s; then 0.4 each again.
+    assert done["c0"] == pytest.approx(2.25)
+    assert done["a"] == pytest.approx(2.75)
+
+
+def test_a_pause_stretches_the_step_it_meets_on_dedicated_cores() -> None:
+    env = simpy.Environment()
+    cpu = Dedicated(env, "w1", speed=0.5)
+    ended: list[float] = []
+
+    def step() -> simpy.events.ProcessGenerator:
+        yield from cpu.compute(1.0)  # 2 s at half speed
+        ended.append(env.now)
+
+    def pause() -> simpy.events.ProcessGenerator:
+        yield env.timeout(0.5)
+        cpu.set_speed(0.0)
+        yield env.timeout(1.5)
+        cpu.set_speed(0.5)
+
+    env.process(step())
+    env.process(pause())
+    env.run()
+    assert ended == [pytest.approx(3.5)]
+
+
+def _cell(scenario: str, strategy: str, load: float = 0.9) -> Cell:
+    return Cell(scenario, 10, load, STRATEGIES[strategy])
+
+
+def test_a_seed_gives_the_same_figures_and_another_seed_others() -> None:
+    cell = _cell("slow", "hand-back")
+    first, again, other = (run_cell(MODEL, cell, CALLS, seed) for seed in (3, 3, 4))
+    assert first == again
+    assert first.figures != other.figures
+
+
+def test_hedging_sends_second_calls_and_counts_their_duplicate_work() -> None:
+    figures = run_cell(MODEL, _cell("slow", "hedged"), CALLS).figures
+    assert figures.hedged > 0
+    assert figures.lost_steps > 0  # the losers' steps
+    assert figures.rounds == 0  # shedding is off: no hand-back
+
+
+@pytest.mark.parametrize("strategy", ["stay", "two-choices", "hand-back", "hand-back+two-choices"])
+def test_without_hedging_no_step_is_lost_to_a_slow_instance(strategy: str) -> None:
+    figures = run_cell(MODEL, _cell("slow", strategy), CALLS).figures
+    assert figures.calls >= CALLS * 0.9
+    assert figures.lost_steps == 0
+    assert (figures.rounds > 0) is STRATEGIES[strategy].shedding  # hand-backs only where shedding is on
+
+
+def test_an_upgrade_by_drain_loses_nothing_and_reports_its_time() -> None:
+    result = run_cell(MODEL, _cell("upgrade", "hand-back"), CALLS)
+    assert result.figures.lost_steps == 0
+    assert result.event_seconds is not None
+    assert result.event_seconds >= 10 * MODEL.start_cpu  # ten batches of one, each a start-up first
+
+
+def test_a_scale_out_reports_when_the_new_instances_carry_their_share() -> None:
+    result = run_cell(MODEL, _cell("scale-out", "hand-back", load=0.95), CALLS)
+    assert result.figures.calls >= CALLS
+    assert result.event_seconds is not None or result.never
+
+
+def test_a_slower_step_makes_slower_calls() -> None:
+    cell = _cell("slow", "stay", load=0.5)
+    quick = run_cell(MODEL, cell, CALLS).figures
+    slow = run_cell(replace(MODEL, step_mean=0.1), cell, CALLS).figures
+    assert slow.p50 > quick.p50 * 1.5
+
+
+@pytest.mark.slow
+def test_a_tiny_run_prints_the_calibration_and_the_study() -> None:
+    """As `scripts/bench fleet-sim` runs it (a subprocess, so marked slow), with the committed calibration."""
+    assert load(CALIBRATION).reference, "calibration.json holds the real figures"
+    run = subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.fleet_sim", "--no-report", "--no-anchors", "--jobs", "1"),
+            *("--sizes", "10", "--loads", "0.9", "--calls", "100", "--seeds", "1"),
+            *("--scenarios", "slow,upgrade", "--strategies", "hand-back,stay,hedged"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_SECONDS,
+        check=False,
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    assert "### Calibration" in output, output
+    documented = r"^\| docs/benchmarks.md: why-shed, [^|]+ \| \(a\) one at a quarter speed \| hand-back \|"
+    assert re.search(documented, output, re.M), output
+    assert re.search(r"^\| slow \| 10 \| 0\.90 \|( [*\d.]+ \|){3}$", output, re.M), output
+    assert "written to" not in output
