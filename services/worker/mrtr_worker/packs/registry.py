@@ -99,7 +99,7 @@ def _loaded(name: str, point: EntryPoint) -> ToolPack:
     try:
         target = point.load()
     except Exception as exc:  # any failure of a third-party import is a configuration error, said in one line
-        why = f"{exc.__class__.__name__}: {exc}"
+        why = " ".join(f"{exc.__class__.__name__}: {exc}".split())
         raise PackError(f"tool pack {name!r} ({_origin(point)}) failed to load: {why}") from exc
     if isinstance(target, ToolPack):
         _check_jobs(name, point, target.jobs)
