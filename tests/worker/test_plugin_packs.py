@@ -14,8 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
+from mrtr_client import Client, RpcError, ScriptedInputs
+from mrtr_ops.local.redis import RedisServer
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.keyring import new_ring
 from mrtr_worker.packs.registry import (
@@ -185,3 +188,33 @@ def test_a_worker_serves_an_installed_pack_only_when_it_is_named(start_worker: S
             client.close()
     assert {"longest_collatz", "collatz_walk"}.isdisjoint(served[plain.instance_id])
     assert {"longest_collatz", "collatz_walk", "echo"} <= served[named.instance_id]
+
+
+SLOPPY_PACK = """
+from mrtr_worker.plugin import Context, MCPServer, PackEnv, TaskSupport, offer
+
+
+def register(server: MCPServer, env: PackEnv) -> None:
+    env.tasks.declare("sloppy", TaskSupport.OPTIONAL)
+
+    @server.tool()
+    async def sloppy(ctx: Context) -> str:
+        task = offer()
+        if task is not None:
+            return str(task.become("undeclared_job", {}).content)
+        return "answered at once"
+"""
+
+
+def test_a_tool_that_becomes_a_job_no_pack_declares_gets_a_clear_error(
+    site: Path, start_worker: StartWorker, redis_server: RedisServer
+) -> None:
+    install(site, "sloppy-pack", {"sloppy": "sloppy_pack:register"}, {"sloppy_pack": SLOPPY_PACK})
+    env = {"PYTHONPATH": str(site), "MRTR_WORKER_REDIS_URL": redis_server.url, "MRTR_WORKER_REDIS_PREFIX": "sloppy:"}
+    spec, _ = start_worker(tool_packs=("sloppy",), env=env)
+    with Client(f"{spec.url}/mcp", ScriptedInputs()) as client:
+        assert client.call_tool("sloppy").text == "answered at once"  # no task asked for: the tool answers
+        with pytest.raises(RpcError) as caught:
+            client.call_tool("sloppy", task=True)
+    assert caught.value.code == INTERNAL_ERROR
+    assert "task job 'undeclared_job', which no installed pack declares" in caught.value.message
