@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp.server.mcpserver import MCPServer
 from mcp_types import INTERNAL_ERROR
 from pydantic import ValidationError
 
@@ -28,12 +29,24 @@ from mrtr_worker.packs.registry import (
     available_packs,
     installed_jobs,
     load_pack,
-    register_pack,
+    register_packs,
 )
 from tests.conftest import StartWorker
 from tests.support.wire import McpHttp
 
 RING = new_ring("plugin-tests").dumps()
+
+FAILING_PACK = """
+def register(server, env):
+    raise KeyError("tool_name")
+"""
+
+SHARED_TOOL = """
+def register(server, env):
+    @server.tool()
+    def shared() -> str:
+        return __name__
+"""
 
 
 @pytest.fixture
@@ -140,12 +153,19 @@ def test_a_job_named_like_one_the_catalog_has_is_refused(site: Path) -> None:
 
 
 def test_a_pack_whose_register_fails_is_named(site: Path) -> None:
-    def register(server: object, env: object) -> None:
-        raise KeyError("tool_name")
-
-    install(site, "failing-pack", {"failing": "failing:register"})
+    install(site, "failing-pack", {"failing": "failing:register"}, {"failing": FAILING_PACK})
     with pytest.raises(PackError, match=r"^tool pack 'failing' failed to register: KeyError: 'tool_name'$"):
-        register_pack("failing", ToolPack(register), None, None)  # type: ignore[arg-type]
+        register_packs(["failing"], MCPServer("test"), None)  # type: ignore[arg-type]  # it fails before using env
+
+
+def test_a_tool_name_another_pack_serves_is_refused(site: Path) -> None:
+    """The SDK keeps the first tool of a name and drops the next one silently: calls would reach the wrong tool."""
+    install(site, "first-pack", {"first": "first:register"}, {"first": SHARED_TOOL})
+    install(site, "second-pack", {"second": "second:register"}, {"second": SHARED_TOOL})
+    server = MCPServer("test")
+    with pytest.raises(PackError, match=r"^tool pack 'second' adds tool 'shared', which tool pack 'first' serves$"):
+        register_packs(["first", "second"], server, None)  # type: ignore[arg-type]  # the packs use no env
+    assert "add_tool" not in vars(server)  # the SDK's own method again
 
 
 def _start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

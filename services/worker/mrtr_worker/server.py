@@ -19,7 +19,7 @@ from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.observe import ObserveRequests
 from mrtr_worker.packs import PackEnv
-from mrtr_worker.packs.registry import installed_jobs, load_pack, register_pack
+from mrtr_worker.packs.registry import installed_jobs, register_packs
 from mrtr_worker.prompt_guard import PromptGuard
 from mrtr_worker.quiet_calls import QuietTools
 from mrtr_worker.replay_guard import ReplayGuard, SingleUseTools, SpentStates
@@ -125,8 +125,7 @@ def build_mcp_server(
         single_use=single_use,
         quiet=quiet or QuietTools(),
     )
-    for name in settings.tool_packs:
-        register_pack(name, load_pack(name), server, env)
+    register_packs(settings.tool_packs, server, env)
     if tasks is not None:
         installed_jobs()  # every installed pack's task jobs, loaded now: a broken pack stops the start, not a slice
     if not tracing_configured():

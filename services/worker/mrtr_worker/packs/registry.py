@@ -20,7 +20,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -118,15 +118,39 @@ def _check_jobs(name: str, point: EntryPoint, jobs: object) -> None:
         raise PackError(f"tool pack {name!r} ({_origin(point)}): ToolPack.jobs must be a tuple of Job")
 
 
-def register_pack(name: str, pack: ToolPack, server: MCPServer, env: PackEnv) -> None:
-    """Run a pack's `register`; an installed pack's failure is a configuration error naming the pack."""
-    if name in BUILTIN_PACKS:
-        pack.register(server, env)
-        return
+def register_packs(names: list[str], server: MCPServer, env: PackEnv) -> None:
+    """Load and register the packs `names`, in order, on `server`.
+
+    An installed pack's failure is a configuration error naming the pack. So is a tool name another
+    pack already serves: the SDK would keep the first tool and drop the second without an error, and
+    calls meant for one pack's tool would reach the other's.
+    """
+    owners: dict[str, str] = {}
+    for name in names:
+        _register(name, load_pack(name), server, env, owners)
+
+
+def _register(name: str, pack: ToolPack, server: MCPServer, env: PackEnv, owners: dict[str, str]) -> None:
+    add_tool = server.add_tool
+
+    def add_owned_tool(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        tool = kwargs.get("name") or (args[0] if args else None) or fn.__name__  # as the SDK names it
+        if tool in owners:
+            raise PackError(f"tool pack {name!r} adds tool {tool!r}, which tool pack {owners[tool]!r} serves")
+        owners[tool] = name
+        add_tool(fn, *args, **kwargs)
+
+    setattr(server, "add_tool", add_owned_tool)  # noqa: B010  # this pack's registration only (mypy: a method)
     try:
         pack.register(server, env)
+    except PackError:
+        raise
     except Exception as exc:
+        if name in BUILTIN_PACKS:
+            raise
         raise PackError(f"tool pack {name!r} failed to register: {exc.__class__.__name__}: {exc}") from exc
+    finally:
+        delattr(server, "add_tool")  # the SDK's own method again
 
 
 @functools.cache
