@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
+from mrtr_worker.tasks.catalog import JOBS
+from mrtr_worker.tasks.jobs import Job
+
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from mrtr_worker.packs import PackEnv
-    from mrtr_worker.tasks.jobs import Job
 
 ENTRY_POINT_GROUP = "mrtr_worker.tool_packs"
 """The entry-point group an installed package declares its packs in (`name = "module:PACK"`)."""
@@ -112,8 +114,6 @@ def _loaded(name: str, point: EntryPoint) -> ToolPack:
 
 
 def _check_jobs(name: str, point: EntryPoint, jobs: object) -> None:
-    from mrtr_worker.tasks.jobs import Job
-
     if not isinstance(jobs, tuple) or not all(isinstance(job, Job) for job in jobs):
         raise PackError(f"tool pack {name!r} ({_origin(point)}): ToolPack.jobs must be a tuple of Job")
 
@@ -159,8 +159,6 @@ def installed_jobs() -> dict[str, Job]:
 
     A job name must be new: a built-in job's name, or another installed pack's, is refused.
     """
-    from mrtr_worker.tasks.catalog import JOBS
-
     jobs: dict[str, Job] = {}
     owner: dict[str, str] = {}
     for name, point in installed_packs().items():

@@ -35,6 +35,6 @@ JOBS: dict[str, Job] = {
 
 def job_named(name: str) -> Job | None:
     """The job called `name`: a built-in one, or one of an installed pack's; None if this worker has none."""
-    from mrtr_worker.packs.registry import installed_jobs  # the packs import this package's modules
+    from mrtr_worker.packs.registry import installed_jobs  # here: the registry imports this module
 
     return JOBS.get(name) or installed_jobs().get(name)
