@@ -60,10 +60,10 @@ def _resolve_extends(root: Path, services: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
-def compose_project(root: Path = ROOT) -> dict[str, Any]:
-    """The merged project (variables left as written: `${VAR:-default}`)."""
+def compose_project(root: Path = ROOT, files: tuple[str, ...] = FILES) -> dict[str, Any]:
+    """The merged project (variables left as written: `${VAR:-default}`); `files` in order, as `-f` names them."""
     project: dict[str, Any] = {}
-    for name in FILES:
+    for name in files:
         if (root / name).exists():
             project = merge(project, _load(root, name))  # type: ignore[assignment]  # dict over dict is a dict
     project["services"] = _resolve_extends(root, project.get("services", {}))

@@ -3,7 +3,7 @@
 A form's answer passes through the client and rides in the sealed state from
 hop to hop; a secret must instead be entered on the service's own page
 (URL-mode elicitation). This drives every tool, prompt and resource of every
-pack through a real worker, answering whatever it asks, and inspects each
+pack, built in or installed, through a real worker, answering whatever it asks, and inspects each
 question it sends.
 """
 
@@ -24,6 +24,7 @@ from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_ops.local.process import WorkerSpec
 from mrtr_ops.local.redis import RedisServer
 from mrtr_worker.inputs import SecretInForm, form
+from mrtr_worker.packs.registry import available_packs
 from tests.conftest import StartWorker
 from tests.support.wire import McpHttp
 
@@ -80,7 +81,7 @@ def everything(start_worker: StartWorker, redis_server: RedisServer, issuer: tup
         "MRTR_WORKER_PUBLIC_URL": "https://mrtr.example.com",
         "MRTR_WORKER_JWT_PUBLIC_KEY_FILE": str(issuer[1]),
     }
-    return start_worker(tool_packs=("demo", "compute", "conformance"), env=env)[0]
+    return start_worker(tool_packs=available_packs(), env=env)[0]  # installed ones too (the example pack)
 
 
 @pytest.fixture(scope="module")

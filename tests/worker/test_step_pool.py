@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 import pytest
 
 from mrtr_worker.compute import primes
-from mrtr_worker.compute.step_pool import StepPool
+from mrtr_worker.compute.step_pool import StepNotSendable, StepPool
 
 pytestmark = pytest.mark.slow
 
@@ -79,3 +81,33 @@ def test_a_dead_process_breaks_the_pool_and_stop_reaps_the_rest() -> None:
             await pool.run(abs, 1)
 
     asyncio.run(_with_pool(2, body))
+
+
+def test_a_step_that_cannot_be_sent_fails_its_call_alone() -> None:
+    def nested(state: object) -> object:
+        return state
+
+    async def body(pool: StepPool) -> None:
+        for step in (nested, lambda state: state):
+            with pytest.raises(StepNotSendable, match="module-level function"):
+                await pool.run(step, 1)
+        assert await pool.run(abs, -2) == 2
+
+    asyncio.run(_with_pool(1, body))
+
+
+def test_a_step_whose_module_the_processes_cannot_import_fails_and_the_process_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack installed where the worker sees it but its step processes do not: an error, not a broken pool."""
+
+    async def body(pool: StepPool) -> None:
+        (tmp_path / "late_pack_steps.py").write_text("def step(state):\n    return state + 1\n")
+        monkeypatch.syspath_prepend(str(tmp_path))  # after the processes started: they never see it
+        module = importlib.import_module("late_pack_steps")
+        assert module.step(1) == 2
+        with pytest.raises(ModuleNotFoundError, match="late_pack_steps"):
+            await pool.run(module.step, 1)
+        assert await pool.run(abs, -4) == 4
+
+    asyncio.run(_with_pool(1, body))

@@ -16,10 +16,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from mrtr_worker.compute.policy import SheddingSettings
+from mrtr_worker.packs.registry import check_names
 from mrtr_worker.state_layout import READABLE_FORMATS
-
-KNOWN_PACKS = ("demo", "compute", "conformance", "chaos")
-"""Tool packs a worker can serve; `MRTR_WORKER_TOOL_PACKS` picks a subset."""
 
 SUPPORTED_VERSIONS = (1, 2)
 """Worker behaviour versions (see the rolling-upgrade notes in the README)."""
@@ -94,6 +92,8 @@ class WorkerSettings(BaseSettings):
     sends every request there, for comparison."""
 
     tool_packs: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["demo", "compute"])
+    """The packs this instance serves: built-in (`mrtr_worker.packs.registry.BUILTIN_PACKS`) or installed through
+    the entry-point group `mrtr_worker.tool_packs` (docs/plugins.md). Every instance of a fleet serves the same."""
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     )
@@ -179,10 +179,7 @@ class WorkerSettings(BaseSettings):
     @field_validator("tool_packs")
     @classmethod
     def _known_packs(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - set(KNOWN_PACKS))
-        if unknown:
-            raise ValueError(f"unknown tool pack(s) {unknown}; known: {list(KNOWN_PACKS)}")
-        return value
+        return check_names(value)
 
     @model_validator(mode="after")
     def _slice_under_lease(self) -> WorkerSettings:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,7 +18,8 @@ from mrtr_worker.config import WorkerSettings
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.observe import ObserveRequests
-from mrtr_worker.packs import PackEnv, Register
+from mrtr_worker.packs import PackEnv
+from mrtr_worker.packs.registry import installed_jobs, register_packs
 from mrtr_worker.prompt_guard import PromptGuard
 from mrtr_worker.quiet_calls import QuietTools
 from mrtr_worker.replay_guard import ReplayGuard, SingleUseTools, SpentStates
@@ -37,12 +37,6 @@ INSTRUCTIONS = (
     "A stateless MCP worker of an MRTR reference fleet. Long calls may answer input_required with only "
     "a requestState: retry at once with it, on any instance."
 )
-
-
-def _load_pack(name: str) -> Register:
-    """A pack's `register` function; imported on demand so a worker loads only the packs it serves."""
-    register: Register = importlib.import_module(f"mrtr_worker.packs.{name}").register
-    return register
 
 
 SchemaLookup = Callable[[str], Mapping[str, Any] | None]
@@ -132,8 +126,9 @@ def build_mcp_server(
         single_use=single_use,
         quiet=quiet or QuietTools(),
     )
-    for pack in settings.tool_packs:
-        _load_pack(pack)(server, env)
+    register_packs(settings.tool_packs, server, env)
+    if tasks is not None:
+        installed_jobs()  # every installed pack's task jobs, loaded now: a broken pack stops the start, not a slice
     if not tracing_configured():
         # The SDK's span middleware would make a no-op span per request (5% of a hop's worker CPU).
         server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]

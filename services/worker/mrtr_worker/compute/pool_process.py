@@ -44,15 +44,18 @@ def serve(conn: Connection, worker_pid: int) -> None:
     """A step process's whole life: set up, then run each `(step, state)` the worker sends, answer, repeat.
 
     The answer is `(True, result)` or `(False, exception)`; an exception that cannot be pickled is
-    sent as a `RuntimeError` naming it. The process ends when the worker closes its end of the pipe.
+    sent as a `RuntimeError` naming it. A step this process cannot unpickle (its module does not
+    import here) is answered as the step's own failure, so the process goes on. The process ends
+    when the worker closes its end of the pipe.
     """
     set_up(worker_pid)
     while True:
         try:
-            step, state = conn.recv()
+            payload = conn.recv_bytes()
         except (EOFError, OSError):
             return
         try:
+            step, state = pickle.loads(payload)  # noqa: S301  # the worker's own pipe, as `Connection.recv` reads it
             answer: tuple[bool, Any] = (True, step(state))
         except Exception as exc:  # the step's own failure: the worker's round sees it, as with an executor
             answer = (False, exc)

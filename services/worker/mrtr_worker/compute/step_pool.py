@@ -20,16 +20,40 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import pickle
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from mrtr_worker.compute import pool_process
 
-Call = tuple[Callable[[Any], Any], Any, "asyncio.Future[Any]"]
+Call = tuple[bytes, "asyncio.Future[Any]"]
+"""A step waiting for a process: `(step, state)` pickled, and the future its answer goes to."""
+
+
+class StepNotSendable(TypeError):
+    """A step that cannot be sent to a step process: the processes find a step by its module and name."""
+
+
+def _payload(step: Callable[[Any], Any], state: Any) -> bytes:
+    """`(step, state)` as the process will read it; pickled here, before any process is chosen.
+
+    A step is pickled by reference (module and qualified name), so a lambda or a nested function
+    is refused now, for this call alone (a module the processes cannot import fails there, as the
+    step's own error).
+    """
+    try:
+        return bytes(ForkingPickler.dumps((step, state)))
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        name = f"{getattr(step, '__module__', '?')}.{getattr(step, '__qualname__', step)!s}"
+        raise StepNotSendable(
+            f"step {name} cannot be sent to a step process ({exc}); a computation's step must be a "
+            "module-level function of an importable module, over a JSON state"
+        ) from exc
 
 
 class _Process:
@@ -72,23 +96,28 @@ class StepPool:
         if self._broken is not None:
             future.set_exception(BrokenProcessPool(self._broken))
             return future
+        try:
+            payload = _payload(step, state)
+        except StepNotSendable as exc:  # a pack's mistake: this call fails, the pool goes on
+            future.set_exception(exc)
+            return future
         idle = next((member for member in self._processes if member.running is None), None)
         if idle is None:
-            self._queue.append((step, state, future))
+            self._queue.append((payload, future))
         else:
-            self._send(idle, step, state, future)
+            self._send(idle, payload, future)
         return future
 
     def _on(self, member: _Process, step: Callable[[Any], Any], state: Any) -> asyncio.Future[Any]:
         assert self._loop is not None
         future: asyncio.Future[Any] = self._loop.create_future()
-        self._send(member, step, state, future)
+        self._send(member, _payload(step, state), future)
         return future
 
-    def _send(self, member: _Process, step: Callable[[Any], Any], state: Any, future: asyncio.Future[Any]) -> None:
+    def _send(self, member: _Process, payload: bytes, future: asyncio.Future[Any]) -> None:
         member.running = future
         try:
-            member.conn.send((step, state))
+            member.conn.send_bytes(payload)
         except (OSError, ValueError) as exc:  # the process is gone (a broken pipe)
             self._break(f"a step process is gone ({exc})")
 
@@ -106,9 +135,9 @@ class StepPool:
             else:
                 future.set_exception(value)
         while self._queue:
-            step, state, waiting = self._queue.popleft()
+            payload, waiting = self._queue.popleft()
             if not waiting.done():  # skip steps whose callers already gave up
-                self._send(member, step, state, waiting)
+                self._send(member, payload, waiting)
                 break
 
     def _break(self, why: str) -> None:
@@ -116,7 +145,7 @@ class StepPool:
             return
         self._broken = why
         self._forget_readers()
-        failed = [m.running for m in self._processes] + [f for _, _, f in self._queue]
+        failed = [m.running for m in self._processes] + [f for _, f in self._queue]
         self._queue.clear()
         for future in failed:
             if future is not None and not future.done():

@@ -2,7 +2,10 @@
 
 A task created on one instance may be resumed on any other, so the runner
 resolves jobs from this fixed table rather than from the packs configured on
-the instance that happens to take the slice.
+the instance that happens to take the slice. Packs installed as packages add
+their jobs beside it (`ToolPack.jobs`, `mrtr_worker.packs.registry`): every
+worker they are installed on knows them, served or not, and an instance without
+the package leaves such a task's slices to one that has it.
 """
 
 from __future__ import annotations
@@ -30,3 +33,10 @@ JOBS: dict[str, Job] = {
         *TOXIC_JOBS,
     )
 }
+
+
+def job_named(name: str) -> Job | None:
+    """The job called `name`: a built-in one, or one of an installed pack's; None if this worker has none."""
+    from mrtr_worker.packs.registry import installed_jobs  # here: the registry imports this module
+
+    return JOBS.get(name) or installed_jobs().get(name)

@@ -45,3 +45,13 @@ def unreadable_task(task_id: str, detail: str) -> MCPError:
         message=f"Task {task_id[:80]!r} cannot be read by this worker ({detail})",
         data={"reason": "unreadable_task"},
     )
+
+
+def unknown_job(job: str) -> MCPError:
+    """A tool offered to become a task running a job no pack declares (a pack's mistake, not the caller's)."""
+    return MCPError(
+        code=INTERNAL_ERROR,
+        message=f"This tool would run as task job {job[:80]!r}, which no installed pack declares "
+        "(ToolPack.jobs); the call was not started",
+        data={"reason": "unknown_job"},
+    )

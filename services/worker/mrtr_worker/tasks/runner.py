@@ -66,7 +66,7 @@ from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.rounds import WorkerInstance
 from mrtr_worker.state_layout import Pace
-from mrtr_worker.tasks.catalog import JOBS
+from mrtr_worker.tasks.catalog import job_named
 from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
 from mrtr_worker.tasks.leases import Check, Lease, SliceLeases
 from mrtr_worker.tasks.presence import Dead, Presence, new_incarnation
@@ -442,7 +442,7 @@ class TaskRunner:
             self._metrics.task_slices.labels(outcome=begun.value).inc()
             return
         lease, stored = begun
-        job = JOBS.get(stored.record.job)
+        job = job_named(stored.record.job)
         if job is None:
             # A job a newer version added: expand/contract says every version learns it before any creates it,
             # so meeting one is a fleet mid-upgrade: leave the slice to an instance that knows it.

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from mrtr_worker.capabilities import Need, allows
 from mrtr_worker.tasks import errors
-from mrtr_worker.tasks.catalog import JOBS
+from mrtr_worker.tasks.catalog import job_named
 from mrtr_worker.tasks.principal import principal_of
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.store import CapReached, TaskStore, now_ms
@@ -34,6 +34,10 @@ TASK_ID = re.compile(r"[A-Za-z0-9_-]{20,64}")
 
 class _NotYours(Exception):
     pass
+
+
+class _UnknownJob(Exception):
+    """The task's job is not in this worker's catalog (its pack is not installed here)."""
 
 
 class TaskService:
@@ -54,12 +58,15 @@ class TaskService:
 
     async def create(self, ctx: ServerRequestContext[Any, Any], job: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Store a new working task and return its `CreateTaskResult` (only once Redis has it)."""
+        known = job_named(job)
+        if known is None:
+            raise errors.unknown_job(job)
         now = now_ms()
         record = TaskRecord(
             task_id=secrets.token_urlsafe(24),
             principal=principal_of(ctx),
             job=job,
-            state=JOBS[job].initial(arguments),
+            state=known.initial(arguments),
             status=Status.WORKING,
             created_ms=now,
             updated_ms=now,
@@ -110,7 +117,9 @@ class TaskService:
                 raise _NotYours
             if record.status is not Status.INPUT_REQUIRED:
                 return None
-            job = JOBS[record.job]
+            job = job_named(record.job)
+            if job is None:
+                raise _UnknownJob(record.job)
             state, outstanding = record.state, dict(record.input_requests)
             for key, answer in answers.items():
                 if key not in outstanding:
@@ -152,5 +161,8 @@ class TaskService:
                 stored = await self.store.mutate(task_id, change)
         except _NotYours:
             raise errors.task_not_found(task_id) from None
+        except _UnknownJob as exc:
+            detail = f"its job {exc.args[0]!r} is unknown here; another instance may know it"
+            raise errors.unreadable_task(task_id, detail) from None
         if stored is None:
             raise errors.task_not_found(task_id)
