@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 import httpx
 from locust import TaskSet, User
-from locust.exception import LocustError
 
 from mrtr_client import CallResult, Client
 from mrtr_dev_issuer import token_from_environment
@@ -23,6 +22,7 @@ from mrtr_locust import checks, expected, runtime
 from mrtr_locust.checks import FailedRequest, WrongAnswer
 from mrtr_locust.recorder import HopRecord, RecordingInputs, RecordingTransport, TaskWatch
 from mrtr_locust.stats import RequestRecord, TaskRecord
+from mrtr_locust.target import HostedClient, run_host
 from mrtr_protocol.tasks import slice_workers
 
 HTTP_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
@@ -31,12 +31,6 @@ HAIKU_TOPICS = ("autumn", "load balancers", "sealed state", "retries", "the sea"
 _user_numbers = itertools.count(1)
 
 Check = Callable[[CallResult], None]
-
-
-def mcp_url(host: str) -> str:
-    """`--host` is the proxy's base URL; `/mcp` is added unless it is already there."""
-    base = host.rstrip("/")
-    return base if base.endswith("/mcp") else f"{base}/mcp"
 
 
 def weighted(*pairs: tuple[Callable[[MrtrUser], None], int]) -> list[TaskSet | Callable[..., Any]]:
@@ -69,8 +63,6 @@ class MrtrUser(User):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if not self.host:
-            raise LocustError("MRTR users need a host: --host http://<proxy>:<port> (the MCP endpoint is /mcp)")
         self.number = next(_user_numbers)
         self.logins = {key: f"{key.split('_')[0]}-user-{self.number}" for key in expected.LOGINS_BY_VERSION["2"]}
         self.preferred_name = f"Ada {self.number}"
@@ -87,17 +79,25 @@ class MrtrUser(User):
             url_action="decline",  # the vault page needs a person with a browser (see connect_vault)
         )
         self.transport = RecordingTransport(httpx.HTTPTransport())
-        self.mcp = Client(
-            mcp_url(self.host),
-            self.inputs,
-            token=token_from_environment(f"locust-user-{self.number}"),
-            http=httpx.Client(transport=self.transport, timeout=HTTP_TIMEOUT),
-        )
+        """The current client's transport: each call's exchanges, read by `measure` (a new host, a new one)."""
+        self._token = token_from_environment(f"locust-user-{self.number}")
+        self._client = HostedClient(self._new_client)
         self._calls = itertools.count(1)
         self._woke = time.monotonic()
 
+    def _new_client(self, url: str) -> Client:
+        """A client for `url` on a fresh recording transport (closing the last client closed its transport)."""
+        self.transport = RecordingTransport(httpx.HTTPTransport())
+        http = httpx.Client(transport=self.transport, timeout=HTTP_TIMEOUT)
+        return Client(url, self.inputs, token=self._token, http=http)
+
+    @property
+    def mcp(self) -> Client:
+        """The client for the host of the run going now (`MissingHost` when the run was started without one)."""
+        return self._client.client(run_host(self))
+
     def on_stop(self) -> None:
-        self.mcp.close()
+        self._client.close()
 
     def wait_time(self) -> float:
         """Constant throughput: tasks start 1 / (tasks_per_second * pace) seconds apart, or back to back if slower."""
