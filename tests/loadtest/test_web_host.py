@@ -25,9 +25,11 @@ from mrtr_locust.target import NO_HOST
 from mrtr_ops.local.process import LOOPBACK, WorkerSpec, free_port
 from mrtr_ops.waiting import wait_until
 from tests.conftest import StartWorker
+from tests.support.compose_files import compose_project, default_locustfile
 from tests.support.paths import ROOT
 
-SUITE = ROOT / "loadtest" / "locustfile.py"
+SUITE = default_locustfile(compose_project()["services"]["locust-master"])
+"""The file the compose `loadtest` profile runs by default: the full suite, with its MRTR tabs."""
 SMOKE = ROOT / "loadtest" / "smoke.py"
 WAIT = 120.0
 """Seconds any one thing may take to be seen (a busy machine starts Locust slowly); no wait is a sleep."""
@@ -169,7 +171,7 @@ def test_a_local_web_ui_run_follows_every_host_it_is_given(
     started.append(LocustProcess(work, "local", args, {"MRTR_LOCUST_EVENTS": str(events.path)}))
     ui = WebUi(port, started[0])
     page = ui.http.get("/").text
-    assert all(tab in page for tab in MRTR_TABS), "the full suite's web UI has its MRTR tabs"
+    assert all(tab in page for tab in MRTR_TABS), "the web UI of the file compose runs has the MRTR tabs"
     _follow_hosts(ui, events, a, b)
 
 
