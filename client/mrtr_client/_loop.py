@@ -14,12 +14,13 @@ rules:
   502/503/504 from a proxy) is sent again with the last state received, so
   progress is never thrown away, within a retry budget;
 * a refused credential (401/403) ends the call at once: retrying cannot fix it;
-* rounds are capped; a result is read strictly (`_results`): a missing or
-  unknown `resultType` is a protocol error, as is a complete result without
-  the parts its method requires, `input_required` from a method that may not
-  return it, a non-string `requestState`, or a question of a kind this
-  request did not declare (`task` is known when the call declared the tasks
-  extension: the loop then ends there, and `_tasks` follows the task).
+* rounds are capped; a result is read strictly (`_results`): an unknown
+  `resultType` is a protocol error (an absent one means `complete` only for
+  methods an earlier-version server answers too), as is a complete result
+  without the parts its method requires, `input_required` from a method that
+  may not return it, a non-string `requestState`, or a question of a kind
+  this request did not declare (`task` is known when the call declared the
+  tasks extension: the loop then ends there, and `_tasks` follows the task).
 """
 
 from __future__ import annotations

@@ -1,19 +1,20 @@
 """Reading what a server answers the way the 2026-07-28 wire says it MUST be, before the client acts on it.
 
-The official clients parse every result against the schema and refuse one
-that does not fit; guessing instead hides a broken server (the tasks
-extension's own client settled every completed task `failed` when the result
-a task inlined lacked its `resultType`). So this client checks, and says
-exactly what was wrong:
+Official clients parse results against the schema and refuse what does not fit; guessing instead hides
+a broken server (the tasks extension's own client settled every completed task `failed` when the result
+a task inlined lacked its `resultType`). So this client checks, and says exactly what was wrong:
 
-* every result carries a string `resultType` (an absent one means `complete`
-  only from servers of earlier protocol versions; this client sends
-  `2026-07-28` on every request, so a server answering it MUST send one);
-* a complete result has the parts its method's result requires (a tool
-  result's `content`, a prompt's `messages`, a resource's `contents`, ...);
-* `input_required` comes only from `tools/call`, `prompts/get` and
-  `resources/read`, asks only the three kinds of input request, and only
-  the kinds this request declared in its `clientCapabilities`;
+* `resultType`: every result of a 2026-07-28 server MUST carry one, and a client MUST read an absent one
+  as `complete` when the result may come from a server of an earlier protocol version. So an absent one
+  is read as `complete` only for the methods such a server also answers (`EARLIER_METHODS`: tool calls,
+  prompts, resources, the lists; the official conformance suite checks this, scenario
+  `sep-2322-client-request-state`), and is a protocol error for every result only a 2026-07-28 server
+  sends: `server/discover`, a listen's completion, the tasks extension's answers and a task's inlined
+  tool result (the extension exists only on 2026-07-28);
+* a complete result has the parts its method's result requires (a tool result's `content`, a prompt's
+  `messages`, a resource's `contents`, a cacheable result's `ttlMs` and `cacheScope`, ...);
+* `input_required` comes only from `tools/call`, `prompts/get` and `resources/read`, asks only the three
+  kinds of input request, and only the kinds this request declared in its `clientCapabilities`;
 * a JSON-RPC error has an integer `code` and a string `message`.
 """
 
@@ -30,6 +31,21 @@ INPUT_REQUIRED = "input_required"
 
 INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The only methods whose result may be `input_required`."""
+
+EARLIER_METHODS = frozenset(
+    {
+        "tools/call",
+        "tools/list",
+        "prompts/get",
+        "prompts/list",
+        "resources/read",
+        "resources/list",
+        "resources/templates/list",
+        "completion/complete",
+    }
+)
+"""Methods a server of an earlier protocol version answers too: its results carry no `resultType`, which a
+client MUST then read as `complete`. Any other result comes from a 2026-07-28 server, which MUST include it."""
 
 _CACHEABLE: tuple[tuple[str, type], ...] = (("ttlMs", int), ("cacheScope", str))
 """What a cacheable result (a resource's contents, a list, discovery) carries besides its own parts."""
@@ -52,15 +68,22 @@ _KIND_NAMES = {list: "an array", dict: "an object", str: "a string", int: "an in
 
 
 def result_type(result: Mapping[str, Any], method: str) -> str:
-    """The result's `resultType`; a result without one (or with a non-string one) is a protocol error."""
+    """The `resultType` of a result of `method`; an absent one reads as `complete` only where an earlier-version
+    server may have sent it (`EARLIER_METHODS`), and is a protocol error anywhere else."""
+    return _result_type(result, method, earlier_server_possible=method in EARLIER_METHODS)
+
+
+def _result_type(result: Mapping[str, Any], what: str, *, earlier_server_possible: bool) -> str:
     value = result.get("resultType")
     if value is None:
+        if earlier_server_possible:
+            return COMPLETE  # MUST: a server of an earlier protocol version sends none
         raise ProtocolViolation(
-            f"{method} result without resultType: every 2026-07-28 result MUST carry one "
-            "(only a server of an earlier protocol version may leave it out, and this client does not speak one)"
+            f"{what} result without resultType: only a 2026-07-28 server sends it, and such a server MUST include "
+            "one (an absent resultType means 'complete' only from servers of earlier protocol versions)"
         )
     if not isinstance(value, str):
-        raise ProtocolViolation(f"{method} result has resultType {value!r}, not a string")
+        raise ProtocolViolation(f"{what} result has resultType {value!r}, not a string")
     return value
 
 
@@ -86,11 +109,15 @@ def expect_complete(method: str, result: Mapping[str, Any]) -> None:
 
 
 def check_tool_result(result: Any, where: str) -> None:
-    """A tool's result carried inside something else (a completed task's `result`): a complete `CallToolResult`."""
+    """A tool's result carried inside a task (a completed task's `result`): a complete `CallToolResult`, with its
+    `resultType`, since only a 2026-07-28 server runs tasks."""
     if not isinstance(result, dict):
         raise ProtocolViolation(f"{where}: result is not an object")
     try:
-        expect_complete("tools/call", result)
+        found = _result_type(result, "tools/call", earlier_server_possible=False)
+        if found != COMPLETE:
+            raise ProtocolViolation(f"tools/call result has resultType {found!r}; it can only be 'complete'")
+        check_complete("tools/call", result)
     except ProtocolViolation as exc:
         raise ProtocolViolation(f"{where}: {exc}") from None
 

@@ -1,16 +1,17 @@
 """The client reads what a server answers as strictly as the wire says it MUST be (issue 21 section 1).
 
-A result without `resultType` is a protocol error, not a guess that it is complete; so is a result
-without the parts its method requires, a question of a kind the request did not declare, a task
-without a member the extension requires, a completed task whose inlined result is not a complete
-tool result (what made the official tasks client settle every task `failed`), a listen stream that
-does not begin with its acknowledgement, and a reply that does not answer the request it came for.
-Each case is one row: the scripted answer and the words of the `ProtocolViolation` it must raise.
+A result without `resultType` that only a 2026-07-28 server sends (discovery, a listen's completion, the
+tasks extension's answers, a task's inlined tool result: what made the official tasks client settle
+every task `failed`) is a protocol error, not a guess; one a server of an earlier version may send (a
+tool call, a prompt, a resource, a list) MUST be read as complete, as the official conformance suite
+checks. So is a result without the parts its method requires a protocol error, a question of a kind the
+request did not declare, a task without a member the extension requires, a listen stream that does not
+begin with its acknowledgement, and a reply that does not answer the request it came for. Each case is
+one row: the scripted answer and the words of the `ProtocolViolation` it must raise.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -57,11 +58,10 @@ def _asking(*requests: dict[str, Any]) -> dict[str, Any]:
 # --- results of the MRTR loop: tools/call, prompts/get, resources/read and every other request ---------------
 
 MALFORMED: list[tuple[str, str, dict[str, Any], dict[str, Any] | None, str]] = [
-    ("no resultType", "tools/call", {"content": []}, None, "tools/call result without resultType: every 2026-07-28"),
-    ("no resultType (prompt)", "prompts/get", {"messages": []}, None, "prompts/get result without resultType"),
-    ("no resultType (resource)", "resources/read", {"contents": [], **CACHEABLE}, None, "without resultType"),
-    ("no resultType (discover)", "server/discover", {"supportedVersions": ["2026-07-28"], "capabilities": {}}, None,
-     "server/discover result without resultType"),
+    ("no resultType on discovery", "server/discover",
+     {"supportedVersions": ["2026-07-28"], "capabilities": {}, **CACHEABLE}, None,
+     "server/discover result without resultType: only a 2026-07-28 server sends it, and such a server MUST"),
+    ("no resultType, and no content either", "tools/call", {"isError": False}, None, "content must be an array"),
     ("resultType not a string", "tools/call", {"resultType": 1, "content": []}, None, "resultType 1, not a string"),
     ("unknown resultType", "tools/call", {"resultType": "later"}, None, "unknown resultType 'later'"),
     ("a task nobody accepted", "tools/call", {"resultType": "task"}, None, "unknown resultType 'task'"),
@@ -123,6 +123,10 @@ def test_a_malformed_result_is_a_protocol_violation(
 
 WELL_FORMED: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     ("a tool result", "tools/call", {**TOOL_RESULT, "isError": True}, None),
+    ("a tool result without resultType: complete", "tools/call", {"content": []}, None),
+    ("a prompt without resultType: complete", "prompts/get", {"messages": []}, None),
+    ("a resource without resultType: complete", "resources/read", {"contents": [], **CACHEABLE}, None),
+    ("a list without resultType: complete", "tools/list", {"tools": [], **CACHEABLE}, None),
     ("a cacheable resource", "resources/read", {"resultType": "complete", "contents": [], **CACHEABLE}, None),
     ("a form: elicitation {} declares it, no mode means form", "tools/call", _asking(FORM), {"elicitation": {}}),
     ("a form declared by name", "tools/call", _asking(FORM), {"elicitation": {"form": {}}}),
@@ -137,8 +141,13 @@ WELL_FORMED: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
 def test_a_well_formed_result_is_read(
     case: str, method: str, result: dict[str, Any], capabilities: dict[str, Any] | None
 ) -> None:
-    with contextlib.suppress(StopIteration):  # complete: the loop ended with the result
-        _answer(_loop(method, capabilities), result)
+    loop = _loop(method, capabilities)
+    if result.get("resultType") == "input_required":
+        assert type(_answer(loop, result)).__name__ == "Ask"  # the question goes to the input handler
+        return
+    with pytest.raises(StopIteration) as done:  # complete: the loop ends with the result
+        _answer(loop, result)
+    assert done.value.value.result == result
 
 
 REPLIES: list[tuple[str, dict[str, Any], str]] = [
@@ -182,7 +191,7 @@ TASK_READS: list[tuple[str, dict[str, Any], str]] = [
     ("tasks/get answering a task", _task("working", result_type="task"),
      "tasks/get result has resultType 'task'; it can only be 'complete'"),
     ("an inlined result without resultType (issue 21)", _task("completed", result={"content": []}),
-     "task t-1 completed: tools/call result without resultType"),
+     "task t-1 completed: tools/call result without resultType: only a 2026-07-28 server sends it"),
     ("an inlined result that is not complete", _task("completed", result={"resultType": "input_required"}),
      "task t-1 completed: tools/call result has resultType 'input_required'"),
     ("an inlined result without content", _task("completed", result={"resultType": "complete"}),
@@ -321,25 +330,26 @@ def test_a_well_formed_completion_ends_the_stream_and_the_task_is_polled() -> No
 # --- the public API: every method that reads a result -----------------------------------------------------------
 
 Call = Callable[[Client], Any]
-API: list[tuple[str, Call, dict[str, Any], str]] = [
-    ("call_tool", lambda c: c.call_tool("echo", {"text": "x"}), {"content": []},
-     "tools/call result without resultType"),
-    ("get_prompt", lambda c: c.get_prompt("p"), {"messages": []}, "prompts/get result without resultType"),
-    ("read_resource", lambda c: c.read_resource("x://y"), {"contents": []}, "resources/read result without resultType"),
-    ("list_tools", lambda c: c.list_tools(), {"tools": []}, "tools/list result without resultType"),
-    ("server/discover", lambda c: c.request("server/discover"), {"supportedVersions": [], "capabilities": {}},
-     "server/discover result without resultType"),
+API: list[tuple[str, Call, dict[str, Any], str | None]] = [
+    ("call_tool", lambda c: c.call_tool("echo", {"text": "x"}), {"content": []}, None),
+    ("get_prompt", lambda c: c.get_prompt("p"), {"messages": []}, None),
+    ("read_resource", lambda c: c.read_resource("x://y"), {"contents": [], **CACHEABLE}, None),
+    ("list_tools", lambda c: c.list_tools(), {"tools": [], **CACHEABLE}, None),
+    ("server/discover", lambda c: c.request("server/discover"),
+     {"supportedVersions": [], "capabilities": {}, **CACHEABLE}, "server/discover result without resultType"),
     ("get_task", lambda c: c.get_task("t-1"), {k: v for k, v in _task("working").items() if k != "resultType"},
      "tasks/get result without resultType"),
     ("cancel_task", lambda c: c.cancel_task("t-1"), {}, "tasks/cancel result without resultType"),
     ("wait_task, a completed task", lambda c: c.wait_task("t-1"), _task("completed", result={"content": []}),
      "task t-1 completed: tools/call result without resultType"),
 ]  # fmt: skip
+"""Each method of the client, given a result without resultType: read as complete where an earlier-version
+server may answer (`problem` None), refused where only a 2026-07-28 server does."""
 
 
 @pytest.mark.parametrize(("case", "call", "result", "problem"), API, ids=[a[0] for a in API])
-def test_every_method_of_the_client_refuses_a_result_without_result_type(
-    case: str, call: Call, result: dict[str, Any], problem: str
+def test_every_method_of_the_client_reads_a_result_without_result_type_as_the_wire_says(
+    case: str, call: Call, result: dict[str, Any], problem: str | None
 ) -> None:
     def handle(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
@@ -349,6 +359,10 @@ def test_every_method_of_the_client_refuses_a_result_without_result_type(
 
     http = httpx.Client(transport=httpx.MockTransport(handle))
     client = Client("http://mcp.test/mcp", http=http, task_policy=TaskPolicy(push=False))
-    with client, pytest.raises(ProtocolViolation) as caught:
-        call(client)
+    with client:
+        if problem is None:
+            assert call(client) is not None
+            return
+        with pytest.raises(ProtocolViolation) as caught:
+            call(client)
     assert problem in str(caught.value)
