@@ -70,6 +70,7 @@ class PushFeed:
             event = yield ReadStream(self._stream)
             f.waited += event.elapsed_ms / 1000
             if isinstance(event, Message):
+                _wire.refuse_server_request(event.message, "a listen stream")
                 snapshot = self._snapshot(f, event.message)
                 if snapshot is not None:
                     yield from f.note(self._record(f, TASKS_NOTIFICATION, snapshot, "push"))

@@ -22,6 +22,8 @@ def parse_reply(content_type: str, body: bytes, request_id: int) -> dict[str, An
     response to `request_id`.
     """
     if events.EVENT_STREAM in content_type:
+        for sent in events.messages(content_type, body):
+            refuse_server_request(sent, "the response stream")
         message = events.response(content_type, body, request_id)
         if message is None:
             raise ProtocolViolation(f"event stream ended without a response to request {request_id}")
@@ -33,6 +35,12 @@ def parse_reply(content_type: str, body: bytes, request_id: int) -> dict[str, An
     if not found:
         raise ProtocolViolation("response is not a JSON-RPC object")
     return _checked(found[0], request_id)
+
+
+def refuse_server_request(message: dict[str, Any], where: str) -> None:
+    """A server MUST NOT send JSON-RPC requests on a stream (it asks through `input_required` instead)."""
+    if "method" in message and "id" in message:
+        raise ProtocolViolation(f"the server sent a request ({message['method']!r}) on {where}; it MUST NOT")
 
 
 def _checked(message: dict[str, Any], request_id: int) -> dict[str, Any]:

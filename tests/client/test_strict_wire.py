@@ -167,6 +167,17 @@ REPLIES: list[tuple[str, dict[str, Any], str]] = [
 ]  # fmt: skip
 
 
+def test_a_request_from_the_server_on_the_response_stream_is_a_protocol_violation() -> None:
+    """The server asks through input_required; it MUST NOT send a JSON-RPC request on a stream."""
+    loop = _loop("tools/call")
+    send = next(loop)
+    asking = {"jsonrpc": "2.0", "id": 7, "method": "elicitation/create", "params": {"message": "?"}}
+    final = {"jsonrpc": "2.0", "id": send.request_id, "result": TOOL_RESULT}
+    body = f"data: {json.dumps(asking)}\n\ndata: {json.dumps(final)}\n\n".encode()
+    with pytest.raises(ProtocolViolation, match="sent a request \\('elicitation/create'\\) on the response stream"):
+        loop.send(Reply(200, {"content-type": "text/event-stream"}, body, 1.0))
+
+
 @pytest.mark.parametrize(("case", "message", "problem"), REPLIES, ids=[r[0] for r in REPLIES])
 def test_a_reply_that_does_not_answer_the_request_is_a_protocol_violation(
     case: str, message: dict[str, Any], problem: str
@@ -300,6 +311,8 @@ PUSHES: list[tuple[str, list[dict[str, Any]], str]] = [
      f"_meta has no {SUBSCRIPTION_ID_META_KEY}"),
     ("a listen ended by a malformed error", [ACK, {"id": "LISTEN", "error": {"code": "x"}}],
      "error without an integer code"),
+    ("a request on the listen stream", [ACK, {"id": 5, "method": "roots/list"}],
+     "the server sent a request ('roots/list') on a listen stream; it MUST NOT"),
 ]  # fmt: skip
 
 
