@@ -78,8 +78,9 @@ class MrtrUser(User):
             roots=self.roots,
             url_action="decline",  # the vault page needs a person with a browser (see connect_vault)
         )
-        self.transport = RecordingTransport(httpx.HTTPTransport())
-        """The current client's transport: each call's exchanges, read by `measure` (a new host, a new one)."""
+        self.transport: RecordingTransport | None = None
+        """The current client's transport: each call's exchanges, read by `measure` (a new host, a new one;
+        none before the first call: building one takes tens of milliseconds of CPU, as a new client's does)."""
         self._token = token_from_environment(f"locust-user-{self.number}")
         self._client = HostedClient(self._new_client)
         self._calls = itertools.count(1)
@@ -120,7 +121,8 @@ class MrtrUser(User):
 
         `task`: the call runs as a task, followed by this watch (its id and statuses go into the record).
         """
-        self.transport.clear()
+        if self.transport is not None:
+            self.transport.clear()
         self.inputs.asked.clear()
         started_at = time.time()
         started = time.perf_counter()
@@ -152,7 +154,7 @@ class MrtrUser(User):
             asked = [q.key for q in done.trace.questions]
             reasked = done.trace.reasked
         else:
-            hops, asked = list(self.transport.hops), list(self.inputs.asked)
+            hops, asked = list(self.transport.hops if self.transport else ()), list(self.inputs.asked)
             reasked = [key for key in dict.fromkeys(asked) if asked.count(key) > 1]
         wrong = isinstance(error, WrongAnswer)
         kind = None if error is None else type(error).__name__
@@ -170,7 +172,7 @@ class MrtrUser(User):
             questions=asked,
             reasked=list(reasked),
             hops=hops,
-            bytes=self.transport.received_bytes,
+            bytes=self.transport.received_bytes if self.transport else 0,
             task=None if task is None else _task_record(task, done),
         )
         runtime.record(rec)
