@@ -109,6 +109,9 @@ class PushFeed:
         self._stream, self._listen_id, self._headers = outcome.stream, request_id, outcome.headers
         first = yield ReadStream(outcome.stream)
         f.waited += first.elapsed_ms / 1000
+        while isinstance(first, KeepAlive) and not f.out_of_time():  # a comment is no message: wait for the ack
+            first = yield ReadStream(outcome.stream)
+            f.waited += first.elapsed_ms / 1000
         if not isinstance(first, Message):
             yield from self._ended(f, "the stream ended before its acknowledgement")
             return False

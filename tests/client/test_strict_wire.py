@@ -21,7 +21,7 @@ import pytest
 
 from mrtr_client import Client, ProtocolViolation, RetryPolicy, TaskPolicy
 from mrtr_client._loop import Reply, Send, mrtr_loop, new_id_source
-from mrtr_client._stream import Message, Opened
+from mrtr_client._stream import KeepAlive, Message, Opened
 from mrtr_client._tasks import follow_task_loop, task_call_loop
 from mrtr_protocol.tasks import LISTEN_TASK_IDS, SUBSCRIPTION_ID_META_KEY, SUBSCRIPTIONS_ACKNOWLEDGED
 from tests.client.scripted_server import wire_task
@@ -325,6 +325,19 @@ def test_a_malformed_listen_stream_is_a_protocol_violation(
     with pytest.raises(ProtocolViolation) as caught:
         _until_raised(loop, loop.send(Opened("s", {}, 1.0)), script)
     assert problem in str(caught.value)
+
+
+def test_a_keep_alive_before_the_acknowledgement_is_no_message() -> None:
+    """The acknowledgement MUST be the first message; a comment line (a ping) is not one."""
+    loop, _ = _listen_loop()
+    step = loop.send(Opened("s", {}, 1.0))
+    step = loop.send(KeepAlive(1.0))
+    assert type(step).__name__ == "ReadStream"
+    step = loop.send(_frame(ACK))
+    while type(step).__name__ == "Observe":
+        assert step.event.detail == "listening"
+        step = loop.send(None)
+    assert type(step).__name__ == "ReadStream"  # listening: waiting for the task's pushes
 
 
 def test_a_well_formed_completion_ends_the_stream_and_the_task_is_polled() -> None:
