@@ -361,8 +361,8 @@ def fleet_worker(start_worker: StartWorker, redis_server: RedisServer, issuer: t
         "MRTR_WORKER_REDIS_PREFIX": "schema:",
         "MRTR_WORKER_PUBLIC_URL": "https://mrtr.example.com",
         "MRTR_WORKER_JWT_PUBLIC_KEY_FILE": str(issuer[1]),
-        "MRTR_WORKER_MAX_SLICE_MS": "100",
-        "MRTR_WORKER_MIN_SLICE_MS": "20",
+        "MRTR_WORKER_MAX_SLICE_MS": "20",  # a computation of 3,000 steps hands back, however fast the machine
+        "MRTR_WORKER_MIN_SLICE_MS": "0",
     }
     return start_worker(tool_packs=("demo", "compute", "conformance"), env=env)[0]
 
