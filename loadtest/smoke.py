@@ -14,6 +14,7 @@ from locust import User, between, task
 
 from mrtr_client import CallResult, Client, ScriptedInputs
 from mrtr_dev_issuer import token_from_environment
+from mrtr_locust.target import HostedClient, run_host
 
 LOGINS = {"github_login": {"name": "octocat"}, "google_login": {"name": "octo"}, "microsoft_login": {"name": "o"}}
 
@@ -27,10 +28,15 @@ class McpSmokeUser(User):
 
     def on_start(self) -> None:
         token = token_from_environment(f"smoke-user-{id(self)}")
-        self.mcp = Client(f"{self.host}/mcp", ScriptedInputs(forms=dict(LOGINS)), token=token)
+        self._client = HostedClient(lambda url: Client(url, ScriptedInputs(forms=dict(LOGINS)), token=token))
+
+    @property
+    def mcp(self) -> Client:
+        """The client for the host of the run going now (a new host given in the web UI is followed at once)."""
+        return self._client.client(run_host(self))
 
     def on_stop(self) -> None:
-        self.mcp.close()
+        self._client.close()
 
     def _measure(self, name: str, call: Callable[[], CallResult], check: Callable[[CallResult], bool]) -> None:
         started = time.perf_counter()

@@ -14,8 +14,12 @@ rules:
   502/503/504 from a proxy) is sent again with the last state received, so
   progress is never thrown away, within a retry budget;
 * a refused credential (401/403) ends the call at once: retrying cannot fix it;
-* rounds are capped; an unknown `resultType` is a protocol error and an
-  absent one means `complete` (`task` is known when the call declared the
+* rounds are capped; a result is read strictly (`_results`): an unknown
+  `resultType` is a protocol error (an absent one means `complete` only for
+  methods an earlier-version server answers too), as is a complete result
+  without the parts its method requires, `input_required` from a method that
+  may not return it, a non-string `requestState`, or a question of a kind
+  this request did not declare (`task` is known when the call declared the
   tasks extension: the loop then ends there, and `_tasks` follows the task).
 """
 
@@ -27,7 +31,7 @@ from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mrtr_client import _wire
+from mrtr_client import _results, _wire
 from mrtr_client._stream import StreamStep
 from mrtr_client.errors import AuthenticationFailed, ProtocolViolation, RetryBudgetExhausted, RoundsExceeded, RpcError
 from mrtr_client.trace import CallResult, CallTrace, Hop, Question
@@ -151,24 +155,24 @@ def mrtr_loop(
         result = message.get("result")
         if not isinstance(result, dict):
             raise ProtocolViolation("response has neither result nor error")
-        result_type = result.get("resultType", COMPLETE)  # absent means complete (earlier protocol versions)
+        result_type = _results.result_type(result, method)
         if result_type == COMPLETE:
+            _results.check_complete(method, result)
             trace.hops.append(_hop(outcome, COMPLETE, None))
             return CallResult(result=result, trace=trace)
         if result_type == TASK_RESULT_TYPE and accept_task:
             trace.hops.append(_hop(outcome, TASK_RESULT_TYPE, None))
             return CallResult(result=result, trace=trace)
-        if result_type != "input_required":
-            raise ProtocolViolation(f"unknown resultType {result_type!r}")
+        if result_type != _results.INPUT_REQUIRED:
+            raise ProtocolViolation(f"{method} result has unknown resultType {result_type!r}")
+        if method not in _results.INPUT_METHODS:
+            raise ProtocolViolation(
+                f"{method} answered input_required, which only tools/call, prompts/get and resources/read may return"
+            )
         rounds += 1
         if rounds > policy.max_rounds:
             raise RoundsExceeded(policy.max_rounds)
-        raw_state = result.get("requestState")
-        state = raw_state if isinstance(raw_state, str) else None
-        requests = result.get("inputRequests") or {}
-        if not state and not requests:
-            raise ProtocolViolation("input_required without inputRequests or requestState")
-        _check_round_limits(state, requests, policy)
+        state, requests = _round_parts(result, method, capabilities, policy)
         trace.hops.append(_hop(outcome, end_reason(result), state))
         if requests:
             trace.questions.extend(Question(key, str(req.get("method")), rounds) for key, req in requests.items())
@@ -178,6 +182,20 @@ def mrtr_loop(
             delay_ms = (round_hint(result) or {}).get("retryAfterMs")
             if isinstance(delay_ms, int | float) and delay_ms > 0:
                 yield Sleep(min(policy.max_hint_delay, delay_ms / 1000))
+
+
+def _round_parts(
+    result: Mapping[str, Any], method: str, capabilities: Mapping[str, Any], policy: RetryPolicy
+) -> tuple[str | None, dict[str, dict[str, Any]]]:
+    """An `input_required` result's `requestState` and `inputRequests`, each as the wire allows it."""
+    state = result.get("requestState")
+    if state is not None and not isinstance(state, str):
+        raise ProtocolViolation(f"{method}: requestState is {type(state).__name__}, not a string")
+    requests = result.get("inputRequests", {})
+    if not state and not requests:
+        raise ProtocolViolation(f"{method}: input_required without inputRequests or requestState")
+    _check_round_limits(state, requests, policy)
+    return state, _results.check_input_requests(requests, capabilities, method)
 
 
 def _check_round_limits(state: str | None, requests: Any, policy: RetryPolicy) -> None:
@@ -210,11 +228,8 @@ def _parse(reply: Reply, request_id: int) -> dict[str, Any]:
 
 
 def _rpc_error(error: Any, http_status: int) -> RpcError:
-    if not isinstance(error, dict):
-        return RpcError(-32603, "malformed error object", error, http_status=http_status)
-    return RpcError(
-        int(error.get("code", -32603)), str(error.get("message", "")), error.get("data"), http_status=http_status
-    )
+    code, message = _results.check_error(error)
+    return RpcError(code, message, error.get("data"), http_status=http_status)
 
 
 def _hop(reply: Reply, reason: str, state: str | None, *, detail: str | None = None) -> Hop:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from mrtr_client import _wire
+from mrtr_client import _results, _wire
 from mrtr_client._loop import AUTH_STATUSES, Failure, Reply, Step
 from mrtr_client._stream import CloseStream, KeepAlive, Message, Opened, OpenStream, ReadStream
 from mrtr_client.errors import ProtocolViolation
@@ -70,11 +70,13 @@ class PushFeed:
             event = yield ReadStream(self._stream)
             f.waited += event.elapsed_ms / 1000
             if isinstance(event, Message):
+                _wire.refuse_server_request(event.message, "a listen stream")
                 snapshot = self._snapshot(f, event.message)
                 if snapshot is not None:
                     yield from f.note(self._record(f, TASKS_NOTIFICATION, snapshot, "push"))
                     return snapshot
                 if self._is_end(event.message):
+                    _check_completion(event.message)
                     yield from self._ended(f, "the server ended the stream")
                     return None
             elif isinstance(event, KeepAlive):
@@ -101,16 +103,19 @@ class PushFeed:
             yield from self._ended(f, outcome.problem)
             return False
         if isinstance(outcome, Reply):
-            yield from self._refused(f, outcome)
+            yield from self._refused(f, outcome, request_id)
             return False
         assert isinstance(outcome, Opened)
         self._stream, self._listen_id, self._headers = outcome.stream, request_id, outcome.headers
         first = yield ReadStream(outcome.stream)
         f.waited += first.elapsed_ms / 1000
-        honoured = _honoured(first.message) if isinstance(first, Message) else None
-        if honoured is None:
-            yield from self._ended(f, "the stream began without an acknowledgement")
+        while isinstance(first, KeepAlive) and not f.out_of_time():  # a comment is no message: wait for the ack
+            first = yield ReadStream(outcome.stream)
+            f.waited += first.elapsed_ms / 1000
+        if not isinstance(first, Message):
+            yield from self._ended(f, "the stream ended before its acknowledgement")
             return False
+        honoured = _honoured(first.message)
         if f.task_id not in honoured:
             yield from self.close()
             self.off = True
@@ -120,13 +125,13 @@ class PushFeed:
         yield from f.note(self._record(f, SUBSCRIPTIONS_LISTEN, None, "listening"))
         return True
 
-    def _refused(self, f: _Follower, reply: Reply) -> Generator[Step, Any, None]:
+    def _refused(self, f: _Follower, reply: Reply, request_id: int) -> Generator[Step, Any, None]:
         """A listen answered without a stream: a proxy's retryable status is a drop, anything else a refusal."""
         if reply.status in RETRYABLE_STATUSES:
             yield from self._ended(f, f"HTTP {reply.status}")
             return
         self.off = True
-        detail = f"HTTP {reply.status}" if reply.status in AUTH_STATUSES else _error_text(reply)
+        detail = f"HTTP {reply.status}" if reply.status in AUTH_STATUSES else _error_text(reply, request_id)
         yield from f.note(f.exchange_record(SUBSCRIPTIONS_LISTEN, reply, None, f"push refused: {detail}"))
 
     def _ended(self, f: _Follower, why: str) -> Generator[Step, Any, None]:
@@ -163,20 +168,40 @@ class PushFeed:
         )
 
 
-def _honoured(message: Mapping[str, Any]) -> list[Any] | None:
-    """The task ids an acknowledgement honours, or None when the message is not one."""
+def _honoured(message: Mapping[str, Any]) -> list[str]:
+    """The task ids an acknowledgement honours; a stream that does not begin with one breaks the wire.
+
+    The acknowledgement MUST be the stream's first message and carries `params.notifications`, the subset
+    of what was asked that the server honours (no `taskIds`: none of the tasks).
+    """
     if message.get("method") != SUBSCRIPTIONS_ACKNOWLEDGED:
-        return None
+        first = message.get("method") or ("a response" if "id" in message else "a message without a method")
+        raise ProtocolViolation(f"listen stream began with {first}, not {SUBSCRIPTIONS_ACKNOWLEDGED}")
     params = message.get("params")
     notifications = params.get("notifications") if isinstance(params, dict) else None
-    ids = notifications.get(LISTEN_TASK_IDS) if isinstance(notifications, dict) else None
-    return ids if isinstance(ids, list) else []
+    if not isinstance(notifications, dict):
+        raise ProtocolViolation(f"{SUBSCRIPTIONS_ACKNOWLEDGED} without a params.notifications object")
+    ids = notifications.get(LISTEN_TASK_IDS, [])
+    if not isinstance(ids, list) or not all(isinstance(task_id, str) for task_id in ids):
+        raise ProtocolViolation(f"{SUBSCRIPTIONS_ACKNOWLEDGED}: taskIds must be an array of strings ({ids!r:.80})")
+    return ids
 
 
-def _error_text(reply: Reply) -> str:
+def _check_completion(message: Mapping[str, Any]) -> None:
+    """The listen's own response: a result (`resultType`, like every result) or an error, as the wire has them."""
+    if "result" in message:
+        result = message["result"]
+        if not isinstance(result, dict):
+            raise ProtocolViolation(f"{SUBSCRIPTIONS_LISTEN} completion is not an object")
+        _results.expect_complete(SUBSCRIPTIONS_LISTEN, result)
+    else:
+        _results.check_error(message.get("error"))
+
+
+def _error_text(reply: Reply, request_id: int) -> str:
     content_type = reply.headers.get("content-type", "")
     try:
-        message = _wire.parse_reply(content_type, reply.body, -1)
+        message = _wire.parse_reply(content_type, reply.body, request_id)
     except ProtocolViolation as exc:
         return str(exc)
     error = message.get("error")

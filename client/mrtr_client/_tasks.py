@@ -27,7 +27,12 @@ call at once; a task is then followed by the rules here:
   within the retry policy's budget;
 * with `TaskPolicy.push` (the default) the task's changes are awaited on a
   `subscriptions/listen` stream instead of polls, whenever the server
-  accepts one (`_push` says how a refusal or a drop falls back to polling).
+  accepts one (`_push` says how a refusal or a drop falls back to polling);
+* every answer is read strictly (`snapshot_from`, `_results`): `tasks/get`,
+  `tasks/update` and `tasks/cancel` answer `resultType: "complete"`, a task
+  has every member the extension requires, and a completed task's result is
+  a complete tool result; anything else is a `ProtocolViolation` (which, like
+  any failure while following, cancels the task on the way out).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mrtr_client import _wire
+from mrtr_client import _results, _wire
 from mrtr_client._loop import (
     AUTH_STATUSES,
     Ask,
@@ -120,7 +125,7 @@ def task_call_loop(
     if first.result.get("resultType") != TASK_RESULT_TYPE:
         return first
     hop = first.trace.hops[-1]
-    snapshot = snapshot_from(first.result, hop.instance)
+    snapshot = snapshot_from(first.result, hop.instance, detailed=False)
     first.trace.task_id = snapshot.task_id
     follower = _Follower(snapshot.task_id, declared, ids, policy, task_policy, extra_headers, first.trace)
     created = TaskExchange(
@@ -159,34 +164,73 @@ def task_request_loop(
     return None
 
 
-def snapshot_from(result: Mapping[str, Any], instance: str | None) -> TaskSnapshot:
-    """A `CreateTaskResult` or `GetTaskResult` read strictly: an unknown status or a missing part is an error."""
+def snapshot_from(result: Mapping[str, Any], instance: str | None, *, detailed: bool = True) -> TaskSnapshot:
+    """A task read strictly: a `DetailedTask` (`tasks/get`, a push), or with `detailed=False` the `Task` of a
+    `CreateTaskResult`, which need not inline what its status would (what it does inline is read the same way).
+
+    An unknown status or a missing or mistyped part is an error: every task has its id, status, both
+    timestamps and `ttlMs` (a number or null); an `input_required` one its `inputRequests`, a `completed`
+    one its tool's result (a complete `CallToolResult`), a `failed` one its JSON-RPC error.
+    """
     task_id, status = result.get(TASK_ID_PARAM), result.get("status")
     if not isinstance(task_id, str) or not task_id:
         raise ProtocolViolation("task without a taskId")
     if not is_task_status(status):
         raise ProtocolViolation(f"task {task_id} has unknown status {status!r}")
-    requests = result.get("inputRequests") or {}
-    if not isinstance(requests, dict):
-        raise ProtocolViolation(f"task {task_id}: inputRequests is not an object")
-    outcome, error = result.get("result"), result.get("error")
-    if status == TaskStatus.COMPLETED and not isinstance(outcome, dict):
-        raise ProtocolViolation(f"task {task_id} completed without a result object")
-    message = result.get("statusMessage")
+    _check_task_fields(task_id, result)
+    requests: dict[str, Any] = {}
+    outcome = error = None
+    if status == TaskStatus.INPUT_REQUIRED and (detailed or "inputRequests" in result):
+        requests = result.get("inputRequests")  # type: ignore[assignment]  # checked just below
+        if not isinstance(requests, dict):
+            raise ProtocolViolation(f"task {task_id} is input_required without an inputRequests object")
+    elif status == TaskStatus.COMPLETED and (detailed or "result" in result):
+        outcome = result.get("result")
+        _results.check_tool_result(outcome, f"task {task_id} completed")
+    elif status == TaskStatus.FAILED and (detailed or "error" in result):
+        error = result.get("error")
+        try:
+            _results.check_error(error)
+        except ProtocolViolation as exc:
+            raise ProtocolViolation(f"task {task_id} failed: {exc}") from None
     return TaskSnapshot(
         task_id=task_id,
         status=str(status),
-        status_message=message if isinstance(message, str) else None,
-        created_at=_str_or_none(result.get("createdAt")),
-        last_updated_at=_str_or_none(result.get("lastUpdatedAt")),
-        ttl_ms=_int_or_none(result.get("ttlMs")),
+        status_message=_str_or_none(result.get("statusMessage")),
+        created_at=result["createdAt"],
+        last_updated_at=result["lastUpdatedAt"],
+        ttl_ms=result["ttlMs"],
         poll_interval_ms=_int_or_none(result.get("pollIntervalMs")),
         input_requests=requests,
-        result=outcome if isinstance(outcome, dict) else None,
-        error=error if isinstance(error, dict) else None,
+        result=outcome,
+        error=error,
         instance=instance,
         raw=dict(result),
     )
+
+
+def _check_task_fields(task_id: str, task: Mapping[str, Any]) -> None:
+    """The members every task carries, and the optional ones typed as the extension types them."""
+    for name in ("createdAt", "lastUpdatedAt"):
+        if not isinstance(task.get(name), str):
+            raise ProtocolViolation(f"task {task_id}: {name} must be a string ({task.get(name)!r})")
+    if "ttlMs" not in task or not (task["ttlMs"] is None or _is_int(task["ttlMs"])):
+        raise ProtocolViolation(f"task {task_id}: ttlMs must be an integer or null ({task.get('ttlMs', 'missing')!r})")
+    if "pollIntervalMs" in task and not _is_int(task["pollIntervalMs"]):
+        raise ProtocolViolation(f"task {task_id}: pollIntervalMs must be an integer ({task['pollIntervalMs']!r})")
+    if "statusMessage" in task and not isinstance(task["statusMessage"], str):
+        raise ProtocolViolation(f"task {task_id}: statusMessage must be a string ({task['statusMessage']!r})")
+
+
+def _outcome_missing(snapshot: TaskSnapshot) -> bool:
+    """A terminal task read without what ends the call: a completion without its result, a failure without its error."""
+    return (snapshot.status == TaskStatus.COMPLETED and snapshot.result is None) or (
+        snapshot.status == TaskStatus.FAILED and snapshot.error is None
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class _Follower:
@@ -217,7 +261,7 @@ class _Follower:
         try:
             if created is not None:
                 yield from self.note(created)
-            if snapshot is None:
+            if snapshot is None or _outcome_missing(snapshot):  # a creation need not inline its outcome
                 snapshot = yield from self.poll()
             last, finished = yield from self._until_terminal(snapshot)
             if self.push is not None:
@@ -239,6 +283,7 @@ class _Follower:
             if snapshot.status == TaskStatus.INPUT_REQUIRED and pending:
                 if len(pending) > self.policy.max_input_requests:
                     raise ProtocolViolation(f"task asks {len(pending)} questions at once")
+                _results.check_input_requests(pending, self.declared, f"task {self.task_id}")
                 asked_at = len(self.trace.polls)
                 self.trace.questions.extend(Question(key, str(r.get("method")), asked_at) for key, r in pending.items())
                 responses = yield Ask(pending)
@@ -337,6 +382,7 @@ class _Follower:
             result = message.get("result")
             if not isinstance(result, dict):
                 raise ProtocolViolation("response has neither result nor error")
+            _results.expect_complete(method, result)  # a task's read and both acknowledgements
             return result, outcome
 
     def exchange_record(

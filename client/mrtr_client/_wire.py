@@ -17,21 +17,43 @@ CLIENT_INFO = {"name": "mrtr-client", "version": "0.1.0"}
 def parse_reply(content_type: str, body: bytes, request_id: int) -> dict[str, Any]:
     """The JSON-RPC message that answers `request_id`, from a JSON or server-sent-events body.
 
-    A JSON body is the answer whatever its id (an error to an unreadable request has none);
-    an event stream must carry the response to `request_id`.
+    The answer is a JSON-RPC 2.0 response: a result answers with the request's own id, an error with
+    it or with null (a request the server or a proxy could not read); an event stream must carry the
+    response to `request_id`.
     """
     if events.EVENT_STREAM in content_type:
+        for sent in events.messages(content_type, body):
+            refuse_server_request(sent, "the response stream")
         message = events.response(content_type, body, request_id)
         if message is None:
             raise ProtocolViolation(f"event stream ended without a response to request {request_id}")
-        return message
+        return _checked(message, request_id)
     try:
         found = events.messages(content_type, body)
     except ValueError:
         raise ProtocolViolation(f"response is not JSON: {body[:80]!r}") from None
     if not found:
         raise ProtocolViolation("response is not a JSON-RPC object")
-    return found[0]
+    return _checked(found[0], request_id)
+
+
+def refuse_server_request(message: dict[str, Any], where: str) -> None:
+    """A server MUST NOT send JSON-RPC requests on a stream (it asks through `input_required` instead)."""
+    if "method" in message and "id" in message:
+        raise ProtocolViolation(f"the server sent a request ({message['method']!r}) on {where}; it MUST NOT")
+
+
+def _checked(message: dict[str, Any], request_id: int) -> dict[str, Any]:
+    if message.get("jsonrpc") != "2.0":
+        raise ProtocolViolation(f"response is not JSON-RPC 2.0 (jsonrpc {message.get('jsonrpc')!r})")
+    answered = message.get("id")
+    if "result" in message and "error" in message:
+        raise ProtocolViolation(f"response to request {request_id} has both a result and an error")
+    if "result" in message and answered != request_id:
+        raise ProtocolViolation(f"result for request {answered!r} in answer to request {request_id}")
+    if "error" in message and answered not in (request_id, None):
+        raise ProtocolViolation(f"error for request {answered!r} in answer to request {request_id}")
+    return message
 
 
 class RoundBodies:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from mrtr_client import Client, MrtrError, RetryPolicy, RpcError, TaskPolicy, TaskWaitExceeded
-from mrtr_client.inputs import Answer, default_form_content, sampling_answer
+from mrtr_client.inputs import Answer, sampling_answer
 from mrtr_client.trace import CallResult, TaskExchange, TaskSnapshot
 from mrtr_protocol.tasks import (
     COMPUTE_META_KEY,
@@ -42,8 +42,17 @@ INTERRUPTED = 130
 DEFAULT_URL = os.environ.get("MRTR_URL", "http://127.0.0.1:8080/mcp")
 
 
+class AnswerNeeded(MrtrError):
+    """A question nobody can answer: no terminal to ask, no `--answer` for it and no schema default."""
+
+
 class TerminalInputs:
-    """Asks the person at the terminal; `--answer` values are used without asking."""
+    """Asks the person at the terminal; `--answer` values are used without asking.
+
+    A form is filled from the person's answers, `--answer` values or the schema's defaults, never from
+    made-up values: without a terminal a field that has none of them stops the call with the `--answer`
+    it needs (`--yes` declines the form instead). A model's reply is typed at the terminal or not at all.
+    """
 
     def __init__(
         self, preset: dict[str, dict[str, str]], roots: list[str], interactive: bool, *, assume_yes: bool = False
@@ -65,7 +74,10 @@ class TerminalInputs:
         if method == "sampling/createMessage":
             prompt = " ".join(m.get("content", {}).get("text", "") for m in params.get("messages", []))
             print(f"  [{key}] the server asks your model: {prompt}")
-            return sampling_answer(self._ask("  model reply> ", "(no model attached)"), model="terminal")
+            reply = self._ask("  model reply> ")
+            if reply is None:
+                raise AnswerNeeded(f"[{key}] asks your model for a reply, and there is no terminal to type it in")
+            return sampling_answer(reply, model="terminal")
         if params.get("mode") == "url":
             return self._url(key, params)
         return self._form(key, params)
@@ -91,26 +103,42 @@ class TerminalInputs:
     def _form(self, key: str, params: Mapping[str, Any]) -> Answer:
         schema = params.get("requestedSchema") or {}
         print(f"  [{key}] {params.get('message')}")
-        defaults = default_form_content(schema)
+        required = set(schema.get("required") or [])
+        preset = self._preset.get(key, {})
         content: dict[str, Any] = {}
+        unanswered: list[str] = []
         for name, prop in (schema.get("properties") or {}).items():
-            if name in self._preset.get(key, {}):
-                content[name] = _coerce(self._preset[key][name], prop)
+            if name in preset:
+                content[name] = _coerce(preset[name], prop)
                 continue
-            label = prop.get("title", name)
-            typed = self._ask(f"    {label} (empty declines)> ", str(defaults[name]))
+            typed = self._ask(f"    {prop.get('title', name)} (empty declines)> ")
             if typed == "":
                 return {"action": "decline"}
-            content[name] = _coerce(typed, prop)
-        return {"action": "accept", "content": content}
+            if typed is not None:
+                content[name] = _coerce(typed, prop)
+            elif "default" in prop:
+                content[name] = prop["default"]
+            elif name in required:
+                unanswered.append(name)
+        if not unanswered:
+            return {"action": "accept", "content": content}
+        if self._assume_yes:
+            print(f"      --yes: no answer for {', '.join(unanswered)}, so this form is declined", flush=True)
+            return {"action": "decline"}
+        needed = " ".join(f"--answer {key}.{name}=VALUE" for name in unanswered)
+        raise AnswerNeeded(
+            f"[{key}] asks {params.get('message')!r} and there is no terminal to ask it: answer it with {needed} "
+            "(or give --yes to decline what is not answered)"
+        )
 
-    def _ask(self, prompt: str, fallback: str) -> str:
+    def _ask(self, prompt: str) -> str | None:
+        """What the person typed (stripped), or None when nobody can be asked (no terminal, `--yes`, end of input)."""
         if not self._interactive:
-            return fallback
+            return None
         try:
             return input(prompt).strip()
         except EOFError:
-            return fallback
+            return None
 
 
 def _coerce(text: str, prop: Mapping[str, Any]) -> Any:
@@ -334,7 +362,11 @@ def main(argv: list[str] | None = None, *, http: httpx.Client | None = None) -> 
     parser.add_argument(
         "--no-push", action="store_true", help="poll a task with tasks/get instead of listening for its changes"
     )
-    parser.add_argument("--yes", action="store_true", help="never prompt: form defaults; URL requests declined")
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="never prompt: forms from --answer and schema defaults, else declined; URL requests declined",
+    )
     parser.add_argument("--json", action="store_true", help="print the complete result (or the task) as JSON")
     args = parser.parse_args(argv)
 

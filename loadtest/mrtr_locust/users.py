@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 import httpx
 from locust import TaskSet, User
-from locust.exception import LocustError
 
 from mrtr_client import CallResult, Client
 from mrtr_dev_issuer import token_from_environment
@@ -23,6 +22,7 @@ from mrtr_locust import checks, expected, runtime
 from mrtr_locust.checks import FailedRequest, WrongAnswer
 from mrtr_locust.recorder import HopRecord, RecordingInputs, RecordingTransport, TaskWatch
 from mrtr_locust.stats import RequestRecord, TaskRecord
+from mrtr_locust.target import HostedClient, run_host
 from mrtr_protocol.tasks import slice_workers
 
 HTTP_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
@@ -31,12 +31,6 @@ HAIKU_TOPICS = ("autumn", "load balancers", "sealed state", "retries", "the sea"
 _user_numbers = itertools.count(1)
 
 Check = Callable[[CallResult], None]
-
-
-def mcp_url(host: str) -> str:
-    """`--host` is the proxy's base URL; `/mcp` is added unless it is already there."""
-    base = host.rstrip("/")
-    return base if base.endswith("/mcp") else f"{base}/mcp"
 
 
 def weighted(*pairs: tuple[Callable[[MrtrUser], None], int]) -> list[TaskSet | Callable[..., Any]]:
@@ -69,8 +63,6 @@ class MrtrUser(User):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if not self.host:
-            raise LocustError("MRTR users need a host: --host http://<proxy>:<port> (the MCP endpoint is /mcp)")
         self.number = next(_user_numbers)
         self.logins = {key: f"{key.split('_')[0]}-user-{self.number}" for key in expected.LOGINS_BY_VERSION["2"]}
         self.preferred_name = f"Ada {self.number}"
@@ -86,18 +78,27 @@ class MrtrUser(User):
             roots=self.roots,
             url_action="decline",  # the vault page needs a person with a browser (see connect_vault)
         )
-        self.transport = RecordingTransport(httpx.HTTPTransport())
-        self.mcp = Client(
-            mcp_url(self.host),
-            self.inputs,
-            token=token_from_environment(f"locust-user-{self.number}"),
-            http=httpx.Client(transport=self.transport, timeout=HTTP_TIMEOUT),
-        )
+        self.transport: RecordingTransport | None = None
+        """The current client's transport: each call's exchanges, read by `measure` (a new host, a new one;
+        none before the first call: building one takes tens of milliseconds of CPU, as a new client's does)."""
+        self._token = token_from_environment(f"locust-user-{self.number}")
+        self._client = HostedClient(self._new_client)
         self._calls = itertools.count(1)
         self._woke = time.monotonic()
 
+    def _new_client(self, url: str) -> Client:
+        """A client for `url` on a fresh recording transport (closing the last client closed its transport)."""
+        self.transport = RecordingTransport(httpx.HTTPTransport())
+        http = httpx.Client(transport=self.transport, timeout=HTTP_TIMEOUT)
+        return Client(url, self.inputs, token=self._token, http=http)
+
+    @property
+    def mcp(self) -> Client:
+        """The client for the host of the run going now (`MissingHost` when the run was started without one)."""
+        return self._client.client(run_host(self))
+
     def on_stop(self) -> None:
-        self.mcp.close()
+        self._client.close()
 
     def wait_time(self) -> float:
         """Constant throughput: tasks start 1 / (tasks_per_second * pace) seconds apart, or back to back if slower."""
@@ -120,7 +121,8 @@ class MrtrUser(User):
 
         `task`: the call runs as a task, followed by this watch (its id and statuses go into the record).
         """
-        self.transport.clear()
+        if self.transport is not None:
+            self.transport.clear()
         self.inputs.asked.clear()
         started_at = time.time()
         started = time.perf_counter()
@@ -152,7 +154,7 @@ class MrtrUser(User):
             asked = [q.key for q in done.trace.questions]
             reasked = done.trace.reasked
         else:
-            hops, asked = list(self.transport.hops), list(self.inputs.asked)
+            hops, asked = list(self.transport.hops if self.transport else ()), list(self.inputs.asked)
             reasked = [key for key in dict.fromkeys(asked) if asked.count(key) > 1]
         wrong = isinstance(error, WrongAnswer)
         kind = None if error is None else type(error).__name__
@@ -170,7 +172,7 @@ class MrtrUser(User):
             questions=asked,
             reasked=list(reasked),
             hops=hops,
-            bytes=self.transport.received_bytes,
+            bytes=self.transport.received_bytes if self.transport else 0,
             task=None if task is None else _task_record(task, done),
         )
         runtime.record(rec)

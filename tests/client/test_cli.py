@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mrtr_client.cli import TerminalInputs
+from mrtr_client.cli import AnswerNeeded, TerminalInputs
 from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_ops.local.process import WorkerSpec
 from mrtr_ops.local.redis import RedisServer
@@ -125,3 +125,64 @@ def test_the_cli_with_yes_declines_a_url_request(vault_worker: tuple[WorkerSpec,
     assert "--yes: a URL needs a person in a browser" in done.stdout
     assert done.returncode == 1
     assert "Vault connection was declined." in done.stdout
+
+
+# --- no terminal: answers come from --answer or the schema's defaults, never made up (issue 21 section 3) -------
+
+
+def test_without_a_terminal_the_cli_stops_and_names_the_answer_it_needs(worker: WorkerSpec) -> None:
+    """Given only the GitHub login, the CLI used to submit "test" as the Google one."""
+    done = _cli("--url", f"{worker.url}/mcp", "--answer", "github_login.name=octocat", "link_accounts")
+    assert done.returncode == 1
+    assert "--answer google_login.name=VALUE" in done.stderr
+    assert "no terminal" in done.stderr
+    assert "Linked" not in done.stdout
+    assert "test" not in done.stdout
+
+
+def test_with_yes_a_form_nobody_answered_is_declined(worker: WorkerSpec) -> None:
+    done = _cli("--url", f"{worker.url}/mcp", "--yes", "--answer", "github_login.name=octocat", "link_accounts")
+    assert done.returncode == 1  # the tool's own error result: a declined login links nothing
+    assert "--yes: no answer for name, so this form is declined" in done.stdout
+    assert "Google login was declined; nothing linked." in done.stdout
+
+
+FORM = {
+    "method": "elicitation/create",
+    "params": {
+        "message": "Refine?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "refine": {"type": "boolean", "default": False},
+                "note": {"type": "string"},
+                "name": {"type": "string", "enum": ["a", "b"]},
+            },
+            "required": ["refine", "name"],
+        },
+    },
+}
+
+
+def test_a_form_is_filled_from_answers_and_defaults_only() -> None:
+    inputs = TerminalInputs({"q": {"name": "b"}}, [], interactive=False)
+    assert inputs.answer("q", FORM) == {"action": "accept", "content": {"refine": False, "name": "b"}}  # no note
+
+
+def test_a_required_field_with_no_answer_and_no_default_is_never_filled_in() -> None:
+    """Not even with an enum's first value: that would be a choice nobody made."""
+    with pytest.raises(AnswerNeeded, match=r"--answer q\.name=VALUE \(or give --yes"):
+        TerminalInputs({}, [], interactive=False).answer("q", FORM)
+    assert TerminalInputs({}, [], interactive=False, assume_yes=True).answer("q", FORM) == {"action": "decline"}
+
+
+def test_the_end_of_input_at_a_terminal_is_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    with pytest.raises(AnswerNeeded, match=r"q\.name"):
+        TerminalInputs({}, [], interactive=True).answer("q", FORM)
+
+
+def test_without_a_terminal_no_model_reply_is_made_up() -> None:
+    sampling = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+    with pytest.raises(AnswerNeeded, match="no terminal"):
+        TerminalInputs({}, [], interactive=False).answer("m", sampling)

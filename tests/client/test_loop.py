@@ -17,6 +17,8 @@ from mrtr_protocol.rounds import COMPLETE, ERROR, ROUND_META_KEY, TRANSPORT, End
 from mrtr_protocol.wire import PROTOCOL_VERSION
 
 STATE = "v1.opaque+/=state with spaces"  # byte-exact echo, whatever it contains
+DECLARED: dict[str, Any] = {"elicitation": {}, "roots": {}}
+"""What the scripted calls declare: a server may ask only for these (form elicitation and roots)."""
 
 
 def _reply(
@@ -39,9 +41,12 @@ def _reply(
 class Driver:
     """Runs a loop, recording every request it sends."""
 
-    def __init__(self, policy: RetryPolicy | None = None, capabilities: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, policy: RetryPolicy | None = None, capabilities: dict[str, Any] | None = None, method: str = "tools/call"
+    ) -> None:
         params = {"name": "t", "arguments": {"x": 1}}
-        self.loop: Loop = mrtr_loop("tools/call", params, capabilities or {}, new_id_source(), policy or RetryPolicy())
+        caps = DECLARED if capabilities is None else capabilities
+        self.loop: Loop = mrtr_loop(method, params, caps, new_id_source(), policy or RetryPolicy())
         self.sent: list[dict[str, Any]] = []
         self.step: Any = next(self.loop)
 
@@ -85,7 +90,7 @@ def test_retries_have_new_ids_echo_state_exactly_and_carry_answers() -> None:
 def test_no_state_is_sent_when_none_was_given() -> None:
     d = Driver()
     first = d.expect_send()
-    ask = {"q": {"method": "elicitation/create", "params": {}}}
+    ask = {"q": {"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {}}}}
     d.answer(_reply(first["id"], {"resultType": "input_required", "inputRequests": ask}))
     d.answer({"q": {"action": "cancel"}})
     assert "requestState" not in d.expect_send()["params"]
@@ -166,6 +171,7 @@ def test_an_oversized_state_is_a_protocol_violation() -> None:
 
 
 def test_an_absent_result_type_means_complete() -> None:
+    """A client MUST read it so (a server of an earlier version sends none; the conformance suite checks it)."""
     d = Driver()
     first = d.expect_send()
     assert d.answer(_reply(first["id"], {"content": []})) is not None
@@ -281,8 +287,8 @@ def test_an_unreadable_reply_is_a_protocol_violation(content_type: str, body: by
 def test_an_event_stream_is_read_whatever_its_line_ends_and_comments() -> None:
     d = Driver()
     first = d.expect_send()
-    final = json.dumps({"jsonrpc": "2.0", "id": first["id"], "result": {"content": []}})
+    final = json.dumps({"jsonrpc": "2.0", "id": first["id"], "result": {"resultType": "complete", "content": []}})
     body = f": keep-alive\r\nevent: message\r\ndata: {final[:10]}\r\ndata:{final[10:]}\r\n\r\n".encode()
     done = d.answer(Reply(200, {"content-type": "text/event-stream; charset=utf-8"}, body, 1.0))
     assert done is not None
-    assert done.result == {"content": []}
+    assert done.result == {"resultType": "complete", "content": []}

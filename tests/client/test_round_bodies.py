@@ -45,8 +45,9 @@ def test_a_round_body_is_what_encode_request_makes(
 def test_the_loop_sends_each_round_as_before() -> None:
     """Rounds with a state, then a question and a state, then complete: ids, bodies and headers as before."""
     params = {"name": "count_primes", "arguments": {"limit": 100}}
-    loop = mrtr_loop("tools/call", params, {}, new_id_source(), RetryPolicy(), {"Authorization": "Bearer t"})
-    meta = request_meta({}, _wire.CLIENT_INFO)
+    caps: dict[str, Any] = {"elicitation": {}}
+    loop = mrtr_loop("tools/call", params, caps, new_id_source(), RetryPolicy(), {"Authorization": "Bearer t"})
+    meta = request_meta(caps, _wire.CLIENT_INFO)
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     headers |= {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "count_primes"}
     headers |= {"Authorization": "Bearer t"}
@@ -60,15 +61,15 @@ def test_the_loop_sends_each_round_as_before() -> None:
     assert second.body == encode_request(2, "tools/call", {**params, "_meta": meta, "requestState": "s1"})
     assert second.headers == headers
     asked = b'{"jsonrpc":"2.0","id":2,"result":{"resultType":"input_required","requestState":"s2",'
-    asked += b'"inputRequests":{"q":{"method":"elicitation/create","params":{}}}}}'
+    asked += b'"inputRequests":{"q":{"method":"elicitation/create","params":{"message":"?","requestedSchema":{}}}}}}'
     assert loop.send(Reply(200, {"content-type": "application/json"}, asked, 1.0)).requests == {  # type: ignore[union-attr]
-        "q": {"method": "elicitation/create", "params": {}}
+        "q": {"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {}}}
     }
     third = loop.send({"q": {"action": "accept"}})
     assert isinstance(third, Send)
     expected = {**params, "_meta": meta, "inputResponses": {"q": {"action": "accept"}}, "requestState": "s2"}
     assert third.body == encode_request(3, "tools/call", expected)
-    done = b'{"jsonrpc":"2.0","id":3,"result":{"content":[]}}'
+    done = b'{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","content":[]}}'
     with pytest.raises(StopIteration) as end:
         loop.send(Reply(200, {"content-type": "application/json"}, done, 1.0))
-    assert end.value.value.result == {"content": []}
+    assert end.value.value.result == {"resultType": "complete", "content": []}

@@ -21,6 +21,7 @@ FORM = {
     },
 }
 COUNT = {
+    "resultType": "complete",
     "content": [{"type": "text", "text": "148933"}],
     "structuredContent": {"limit": 2000000, "count": 148933},
     "_meta": {"mrtr-cluster.dev/compute": {"steps": 20, "slices": 2, "visited": [["w2", 1], ["w3", 2]]}},
@@ -67,7 +68,9 @@ def test_a_tasks_question_is_answered_like_a_rounds_question(capsys: pytest.Capt
         [
             wire_task("t-1", "input_required", inputRequests={"refine": FORM}),
             wire_task("t-1", "input_required", inputRequests={"refine": FORM}),
-            wire_task("t-1", "completed", result={"content": [{"type": "text", "text": "3.14159"}]}),
+            wire_task(
+                "t-1", "completed", result={"resultType": "complete", "content": [{"type": "text", "text": "3.14159"}]}
+            ),
         ]
     )
     assert _run(server, "--task", "--answer", "refine.digits=6", "estimate_pi", "ask_to_refine=true") == 0
@@ -106,7 +109,7 @@ def test_a_failed_task_is_an_error_with_its_message(capsys: pytest.CaptureFixtur
 
 
 def test_a_tool_error_in_a_task_exits_1_with_the_text(capsys: pytest.CaptureFixture[str]) -> None:
-    result = {"content": [{"type": "text", "text": "job failed"}], "isError": True}
+    result = {"resultType": "complete", "content": [{"type": "text", "text": "job failed"}], "isError": True}
     server = ScriptedServer([wire_task("t-1", "completed", result=result)])
     assert _run(server, "--task", "failing_job") == 1
     assert capsys.readouterr().out.rstrip().endswith("job failed")

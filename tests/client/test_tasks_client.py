@@ -33,7 +33,11 @@ def test_a_task_is_followed_and_its_questions_answered_by_the_same_handler() -> 
             _task("t-1", "working"),
             _task("t-1", "input_required", inputRequests={"refine": FORM}),
             _task("t-1", "input_required", inputRequests={"refine": FORM}),
-            _task("t-1", "completed", result={"content": [], "structuredContent": {"pi": 3.14159}}),
+            _task(
+                "t-1",
+                "completed",
+                result={"resultType": "complete", "content": [], "structuredContent": {"pi": 3.14159}},
+            ),
         ]
     )
     seen: list[TaskExchange] = []
@@ -127,7 +131,7 @@ async def test_the_async_client_follows_a_task_to_its_result() -> None:
     server = ScriptedServer(
         [
             _task("t-1", "input_required", inputRequests={"a": FORM}),
-            _task("t-1", "completed", result={"content": [{"type": "text", "text": "done"}]}),
+            _task("t-1", "completed", result={"resultType": "complete", "content": [{"type": "text", "text": "done"}]}),
         ]
     )
     http = server.async_http()

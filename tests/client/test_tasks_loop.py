@@ -134,7 +134,7 @@ def test_a_call_as_a_task_declares_the_extension_polls_and_returns_the_result() 
     assert poll["params"]["_meta"][CLIENT_CAPABILITIES_META_KEY]["extensions"] == {EXTENSION_ID: {}}
     assert "requestState" not in poll["params"]
     d.expect_sleep()
-    outcome = {"content": [{"type": "text", "text": "4"}], "structuredContent": {"count": 4}}
+    outcome = {"resultType": "complete", "content": [{"type": "text", "text": "4"}], "structuredContent": {"count": 4}}
     d.answer("tasks/get", task("completed", result=outcome), worker="w3")
     assert d.result is not None
     assert d.result.result == outcome
@@ -173,7 +173,10 @@ def test_mrtr_rounds_come_first_then_the_task() -> None:
     assert retry["params"]["requestState"] == "s1"
     assert retry["params"]["_meta"][CLIENT_CAPABILITIES_META_KEY]["extensions"] == {EXTENSION_ID: {}}
     d.expect_sleep()
-    d.answer("tasks/get", task("completed", result={"content": [{"type": "text", "text": "Hello, Alice"}]}))
+    d.answer(
+        "tasks/get",
+        task("completed", result={"resultType": "complete", "content": [{"type": "text", "text": "Hello, Alice"}]}),
+    )
     assert d.result is not None
     assert d.result.text == "Hello, Alice"
     assert [hop.reason for hop in d.result.trace.hops] == ["input", "task"]
@@ -231,7 +234,7 @@ def test_an_input_required_task_is_answered_once_through_the_input_handler() -> 
     d.expect_sleep()
     d.answer("tasks/get", task("working"))
     d.expect_sleep()
-    d.answer("tasks/get", task("completed", result={"content": []}))
+    d.answer("tasks/get", task("completed", result={"resultType": "complete", "content": []}))
     assert d.result is not None
     assert [q.key for q in d.result.trace.questions] == ["refine"]
     methods = [json.loads(s.body)["method"] for s in d.sent]
@@ -257,7 +260,7 @@ def test_partial_sets_and_new_keys_are_answered_without_repeating_a_key() -> Non
     assert list(d.step.requests) == ["c"]
     d.send({"c": {"action": "accept", "content": {}}})
     d.answer("tasks/update", {"resultType": "complete"})
-    d.answer("tasks/get", task("completed", result={"content": []}))
+    d.answer("tasks/get", task("completed", result={"resultType": "complete", "content": []}))
     assert d.result is not None
     assert [q.key for q in d.result.trace.questions] == ["a", "b", "c"]
     assert d.result.trace.reasked == []
@@ -267,7 +270,7 @@ def test_a_tool_error_in_a_completed_task_stays_a_result() -> None:
     d = Driver()
     d.answer("tools/call", created())
     d.expect_sleep()
-    outcome = {"content": [{"type": "text", "text": "boom"}], "isError": True}
+    outcome = {"resultType": "complete", "content": [{"type": "text", "text": "boom"}], "isError": True}
     d.answer("tasks/get", task("completed", result=outcome))
     assert d.result is not None
     assert d.result.is_error
@@ -295,9 +298,19 @@ def test_a_cancelled_task_raises_task_cancelled() -> None:
 
 def test_a_task_already_complete_at_creation_needs_no_poll() -> None:
     d = Driver()
-    d.answer("tools/call", created(status="completed", result={"content": []}))
+    d.answer("tools/call", created(status="completed", result={"resultType": "complete", "content": []}))
     assert d.result is not None
     assert d.result.trace.polls == []
+
+
+def test_a_task_created_complete_without_its_result_is_read_once_for_it() -> None:
+    """A `CreateTaskResult` is a `Task`: it inlines no result, so a task created terminal is read with tasks/get."""
+    d = Driver()
+    d.answer("tools/call", created(status="completed"))
+    assert d.result is None
+    d.answer("tasks/get", task("completed", result={"resultType": "complete", "content": []}))
+    assert d.result is not None
+    assert [poll.status for poll in d.result.trace.polls] == ["completed"]
 
 
 def _sent_methods(d: Driver) -> list[str]:
@@ -399,7 +412,7 @@ def test_an_undelivered_poll_is_sent_again_and_recorded() -> None:
     d.expect_send("tasks/get")
     d.send(Failure("ReadTimeout", 5.0))
     assert d.expect_sleep() == RetryPolicy().backoff_initial
-    d.answer("tasks/get", task("completed", result={"content": []}), worker="w2")
+    d.answer("tasks/get", task("completed", result={"resultType": "complete", "content": []}), worker="w2")
     assert d.result is not None
     exchanges = d.result.trace.task_exchanges
     assert [(x.method, x.detail) for x in exchanges][1:] == [("tasks/get", "ReadTimeout"), ("tasks/get", None)]
@@ -413,7 +426,7 @@ def test_an_existing_task_is_followed_by_the_same_rules() -> None:
     assert isinstance(d.step, Ask)
     d.send({"a": {"action": "accept", "content": {}}})
     d.answer("tasks/update", {"resultType": "complete"})
-    d.answer("tasks/get", task("completed", result={"content": []}))
+    d.answer("tasks/get", task("completed", result={"resultType": "complete", "content": []}))
     assert d.result is not None
     assert d.result.task_id == TASK_ID
 

@@ -31,7 +31,7 @@ from mrtr_protocol.tasks import (
 from mrtr_worker.tasks.fixture_jobs import slow_compute_text
 from tests.client.scripted_server import ScriptedServer, wire_task
 
-TEXT = {"content": [{"type": "text", "text": "done"}], "isError": False}
+TEXT = {"resultType": "complete", "content": [{"type": "text", "text": "done"}], "isError": False}
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ starts from the named service.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +69,19 @@ def compose_project(root: Path = ROOT, files: tuple[str, ...] = FILES) -> dict[s
             project = merge(project, _load(root, name))  # type: ignore[assignment]  # dict over dict is a dict
     project["services"] = _resolve_extends(root, project.get("services", {}))
     return project
+
+
+def with_defaults(text: str) -> str:
+    """`text` as compose reads it with no variable set: each `${VAR:-default}` is its default."""
+    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", text)
+
+
+def default_locustfile(service: dict[str, Any]) -> Path:
+    """The locustfile a Locust service runs when no variable is set, as a path in the repository.
+
+    The image holds `loadtest/*.py` under `/app/loadtest/` (loadtest/Dockerfile).
+    """
+    command = [with_defaults(str(word)) for word in service["command"]]
+    in_image = command[command.index("-f") + 1]
+    assert in_image.startswith("/app/loadtest/"), in_image
+    return ROOT / "loadtest" / in_image.removeprefix("/app/loadtest/")

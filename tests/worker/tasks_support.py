@@ -1,8 +1,8 @@
 """A raw task client for the worker tests: sends exactly what the conformance suite sends, reads the answer.
 
-Kept beside the task tests (not in `tests/support`) because a `CreateTaskResult` is not a
-`CallToolResult`, so the shared validator, which checks `tools/call` answers against the core
-schema, would refuse it; the task wire is checked here, field by field, by the tests themselves.
+Every answer is validated against the official schemas (`tests.support.schema`: a task's answers by the
+extension's definitions, a completed task's inlined result by the wire's `CallToolResult`); the tests
+check the task wire field by field on top.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import httpx
 from mrtr_ops.waiting import wait_until
 from mrtr_protocol.tasks import EXTENSION_ID, TASK_METHODS
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
+from tests.support.schema import check_server_message
 from tests.support.wire import parse_body
 
 EXT: dict[str, Any] = {"extensions": {EXTENSION_ID: {}}}
@@ -64,6 +65,7 @@ class TaskClient:
         body = encode_request(secrets.randbelow(1 << 30), method, body_params)
         response = self.http.post(self.url, content=body, headers=request_headers(method, body_params, extra))
         message = parse_body(response)
+        check_server_message(method, message)
         if "error" in message:
             raise RpcError(message["error"], response.status_code)
         assert "result" in message, (response.status_code, response.text[:300])

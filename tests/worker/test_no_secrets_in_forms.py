@@ -26,6 +26,7 @@ from mrtr_ops.local.redis import RedisServer
 from mrtr_worker.inputs import SecretInForm, form
 from mrtr_worker.packs.registry import available_packs
 from tests.conftest import StartWorker
+from tests.support.packs import prompt_arguments, template_uri, tool_arguments
 from tests.support.wire import McpHttp
 
 SECRETS = re.compile(
@@ -45,24 +46,6 @@ class RecordingInputs(ScriptedInputs):
     def answer(self, key: str, request: Mapping[str, Any]) -> Answer:
         self.seen.append(request)
         return super().answer(key, request)
-
-
-def _argument(schema: Mapping[str, Any]) -> Any:
-    kind = schema.get("type")
-    if "enum" in schema:
-        return schema["enum"][0]
-    if kind == "integer":
-        return max(int(schema.get("minimum", 10)), 10)
-    if kind == "number":
-        return 1.0
-    if kind == "boolean":
-        return True
-    return "rain"
-
-
-def _arguments(input_schema: Mapping[str, Any]) -> dict[str, Any]:
-    properties: Mapping[str, Any] = input_schema.get("properties", {})
-    return {name: _argument(spec) for name, spec in properties.items() if name in input_schema.get("required", [])}
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +80,13 @@ def questions(everything: WorkerSpec, issuer: tuple[DevIssuer, Path]) -> list[Ma
         for tool in tools:
             # A call may refuse the generated arguments; only the questions asked matter here.
             with contextlib.suppress(MrtrError):
-                client.call_tool(tool["name"], _arguments(tool.get("inputSchema", {})))
+                client.call_tool(tool["name"], tool_arguments(tool.get("inputSchema", {})))
         for prompt in prompts:
-            arguments = {a["name"]: "rain" for a in prompt.get("arguments") or [] if a.get("required")}
             with contextlib.suppress(MrtrError):
-                client.get_prompt(prompt["name"], arguments)
+                client.get_prompt(prompt["name"], prompt_arguments(prompt))
         for template in templates:
             with contextlib.suppress(MrtrError):
-                client.read_resource(re.sub(r"\{[^}]+\}", "42", template["uriTemplate"]))
+                client.read_resource(template_uri(template["uriTemplate"]))
     return inputs.seen
 
 
