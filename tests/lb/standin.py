@@ -13,14 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
 
 from mrtr_lb import RunningLB
+from mrtr_protocol.metrics import MetricsPage
+
+ADMIN_TOKEN = "lb-test-operator-token"
+"""The operator token every test proxy has (its admin listener wants it; it is sent with rebalance calls)."""
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 @dataclass
@@ -203,10 +210,32 @@ def jsonrpc_body(method: str = "tools/call", name: str = "echo") -> bytes:
 
 
 async def backend_states(client: aiohttp.ClientSession, lb: RunningLB) -> dict[str, dict[str, Any]]:
-    async with client.get(f"{lb.url}/lb/backends") as resp:
+    """The pool as the proxy's admin listener lists it, by URL."""
+    async with client.get(f"{lb.admin_url}/lb/backends", headers=ADMIN) as resp:
         assert resp.status == 200
         listing: list[dict[str, Any]] = await resp.json()
     return {entry["url"]: entry for entry in listing}
+
+
+async def lb_metrics(client: aiohttp.ClientSession, lb: RunningLB) -> MetricsPage:
+    """One scrape of the proxy's own metrics, on its admin listener."""
+    async with client.get(f"{lb.admin_url}/lb/metrics", headers=ADMIN) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        return MetricsPage.parse(await resp.text())
+
+
+async def admin_call(client: aiohttp.ClientSession, lb: RunningLB, action: str, url: str) -> tuple[int, dict[str, Any]]:
+    """``POST /lb/backends/{action}?url=...`` on the admin listener, with the operator token: (status, body)."""
+    async with client.post(f"{lb.admin_url}/lb/backends/{action}", params={"url": url}, headers=ADMIN) as resp:
+        return resp.status, await resp.json()
+
+
+def write_backends(path: Path, urls: Iterable[str]) -> None:
+    """Replace the backends file at once (as the cluster launcher does): the proxy never reads half of it."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_text("".join(f"{url}\n" for url in urls))
+    os.replace(fresh, path)
 
 
 MakeBackend = Callable[[str], Awaitable[StandIn]]
