@@ -4,9 +4,13 @@ aiohttp limits lines and fields (answering 400) and closes idle connections,
 but has no cap on a whole head, no deadline for a head or a body and no cap
 on connections. :class:`GuardedHandler` adds them in front of aiohttp's own
 parser: a second httptools parser that keeps nothing but the framing follows
-the bytes, so the answers are the lean engine's (431, 408, 503 and a close),
-with one difference: a bound hit while an earlier pipelined request is still
-being answered cuts the connection instead of answering after it.
+the bytes and answers every refusal itself, before aiohttp sees the bytes
+(a malformed request 400, a head too large 431, a body too large 413, a late
+head or body 408, one connection too many 503, each then closed), so the
+answers are the lean engine's; aiohttp only ever parses requests that passed.
+One difference: a bound hit while an earlier pipelined request is still being
+answered, or arrived in the same read, cuts the connection instead of answering
+after it (the lean engine answers the earlier requests, then refuses).
 """
 
 from __future__ import annotations
@@ -29,15 +33,19 @@ class _Framing:
 
     def __init__(self, guard: GuardedHandler) -> None:
         self._guard = guard
+        self.parser = httptools.HttpRequestParser(self)
 
     def on_message_begin(self) -> None:
         self._guard.bound_begin()
 
+    def on_url(self, url: bytes) -> None:
+        self._guard.bound_target(url)
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._guard.bound_header()
+        self._guard.bound_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self._guard.bound_head_done()
+        self._guard.bound_head_done(self.parser)
 
     def on_body(self, body: bytes) -> None:
         self._guard.bound_body(len(body))
@@ -52,7 +60,7 @@ class GuardedHandler(web_protocol.RequestHandler):
     def __init__(self, manager: web.Server, *, limits: Limits, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._limits = limits
-        self._framing: httptools.HttpRequestParser | None = httptools.HttpRequestParser(_Framing(self))
+        self._framing: httptools.HttpRequestParser | None = _Framing(self).parser
         self._in_head = True
         self._head_bytes = 0
         self._headers = 0
@@ -60,9 +68,15 @@ class GuardedHandler(web_protocol.RequestHandler):
         self._begun = False
         self._requests = 0
         self._size = 0
+        self._length = 0
+        self._hosts = 0
+        self._parsed = 0
+        self._target = b""
         self._head_since: float | None = None
         self._body_since: float | None = None
         self._stopped = False
+        self._completed_unfed = 0
+        """Requests complete in the read being looked at, which aiohttp has not been given yet."""
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._raw: asyncio.Transport | None = None
@@ -88,10 +102,14 @@ class GuardedHandler(web_protocol.RequestHandler):
                 if self._head_bytes > self._limits.max_head:
                     self._refuse(431, self._limits.head_too_large())
                     return
+            self._completed_unfed = 0
             try:
                 self._framing.feed_data(data)
-            except (httptools.HttpParserError, httptools.HttpParserUpgrade):
-                self._framing = None  # aiohttp answers what it cannot parse; an upgrade is refused by the proxy
+            except httptools.HttpParserUpgrade:
+                self._framing = None  # a complete request: the application refuses it (one answer, then a close)
+            except httptools.HttpParserError as exc:
+                if not self._stopped:
+                    self._refuse(400, f"malformed request: {exc}")
             if self._stopped:
                 return
             if self._begun:
@@ -102,24 +120,49 @@ class GuardedHandler(web_protocol.RequestHandler):
 
     # -- the second parser's callbacks
     def bound_begin(self) -> None:
-        self._begun, self._headers, self._size = True, 0, 0
+        self._begun, self._headers, self._size, self._length, self._hosts, self._parsed = True, 0, 0, 0, 0, 0
+        self._target = b""
 
-    def bound_header(self) -> None:
+    def bound_target(self, url: bytes) -> None:
+        if not self._target:
+            self._target = url[:8]
+        self._parsed += len(url)
+        if self._parsed > self._limits.max_head:
+            self._stop(431, self._limits.head_too_large())
+
+    def bound_header(self, name: bytes, value: bytes) -> None:
         self._headers += 1
+        self._parsed += len(name) + len(value) + 4
+        if self._parsed > self._limits.max_head:  # a pipelined head that the byte count did not see whole
+            self._stop(431, self._limits.head_too_large())
         if self._headers > self._limits.max_headers:
-            self._refuse(431, self._limits.too_many_headers())
-            raise _Stop
+            self._stop(431, self._limits.too_many_headers())
+        size = len(name)
+        if size == 14 and name.lower() == b"content-length" and value.strip().isdigit():
+            self._length = int(value)
+        elif size == 4 and name.lower() == b"host":
+            self._hosts += 1
 
-    def bound_head_done(self) -> None:
+    def bound_head_done(self, parser: httptools.HttpRequestParser) -> None:
         self._in_head = False
         self._head_bytes, self._head_since, self._tail = 0, None, b""
+        if self._hosts != 1 and (self._hosts or parser.get_http_version() == "1.1"):
+            self._stop(400, "a request needs exactly one Host header" if self._hosts else "no Host header")
+        target = self._target.lower()
+        if not (target.startswith((b"/", b"http://", b"https://")) or parser.get_method() == b"CONNECT"):
+            self._stop(400, "malformed request: the target is neither a path nor an absolute URL")
+        if self._length > self._limits.max_body:
+            self._stop(413, f"request body larger than {self._limits.max_body} bytes")
 
     def bound_body(self, size: int) -> None:
         self._size += size
+        if self._size > self._limits.max_body:
+            self._stop(413, f"request body larger than {self._limits.max_body} bytes", current_body=True)
 
     def bound_complete(self) -> None:
         self._begun, self._in_head, self._body_since = False, True, None
         self._requests += 1
+        self._completed_unfed += 1
 
     # -- deadlines
     def _unfinished(self) -> None:
@@ -149,7 +192,7 @@ class GuardedHandler(web_protocol.RequestHandler):
         if self._body_since is not None and not self._in_head:
             at = limits.body_deadline(self._body_since, self._size)
             if now >= at:
-                self._refuse(408, limits.body_too_slow())
+                self._refuse(408, limits.body_too_slow(), current_body=True)
                 return
         elif self._head_since is not None and (self._begun or self._requests == 0):
             at = self._head_since + limits.head_timeout
@@ -168,14 +211,23 @@ class GuardedHandler(web_protocol.RequestHandler):
     def _busy(self) -> bool:
         return bool(self._request_in_progress or self._messages)
 
-    def _refuse(self, status: int, message: str) -> None:
-        """Answer, send a FIN, drop what still comes for a moment, close; cut instead if a response is running."""
+    def _stop(self, status: int, message: str, *, current_body: bool = False) -> None:
+        """Refuse from inside a callback of the second parser, and stop it."""
+        self._refuse(status, message, current_body=current_body)
+        raise _Stop
+
+    def _refuse(self, status: int, message: str, *, current_body: bool = False) -> None:
+        """Answer, send a FIN, drop what still comes for a moment, close; cut instead if a response is running.
+
+        ``current_body``: the refusal is about the body the running request is reading (nothing was answered
+        to it yet, and aiohttp gets no more of it), so the answer goes out even though a request runs.
+        """
         self._stopped = True
         raw = self._raw
         if raw is None or raw.is_closing():
             return
-        if self._busy():
-            raw.close()
+        if self._completed_unfed or self._messages or (self._request_in_progress and not current_body):
+            raw.close()  # an answer now would be taken for the answer to an earlier request
             return
         raw.write(simple_response(status, jsonrpc_error_body(message, -32600), JSON, keep_alive=False))
         if raw.can_write_eof():

@@ -106,7 +106,7 @@ def _path_text(raw: bytes) -> str:
     if text is None:
         text = raw.decode("latin-1")
         text = unquote(text) if "%" in text else text
-        if len(_PATHS) < 1024:  # bounded: paths are client-controlled
+        if len(_PATHS) < 1024 and len(raw) <= 256:  # bounded in number and size: paths are client-controlled
             _PATHS[raw] = text
     return text
 
@@ -184,7 +184,7 @@ class ClientConnection(asyncio.Protocol):
         self._in_head = True
         """Between requests or inside a head (not in a body): arriving bytes count towards the head cap."""
         self._head_bytes = 0
-        self._parsed_head = self._header_count = 0
+        self._parsed_head = self._header_count = self._hosts = 0
         """The head's size as parsed (request line and header lines): catches a pipelined head the byte count missed."""
         self._tail = b""
         self._requests = 0
@@ -340,7 +340,7 @@ class ClientConnection(asyncio.Protocol):
         self._url, self._body, self._size = b"", [], 0
         self._length = self._expect = None
         self._headers = []
-        self._parsed_head = self._header_count = 0
+        self._parsed_head = self._header_count = self._hosts = 0
         self._current = LeanRequest(method="", target=b"", headers=self._headers, keep_alive=True, http11=True)
 
     def on_url(self, url: bytes) -> None:
@@ -366,6 +366,8 @@ class ClientConnection(asyncio.Protocol):
                 return
             if lower == b"expect":
                 self._expect = value
+        elif size == 4 and name.lower() == b"host":
+            self._hosts += 1
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
@@ -385,6 +387,11 @@ class ClientConnection(asyncio.Protocol):
                 self._stop(501, "CONNECT is not supported")
             else:
                 self._stop(400, "protocol upgrades are not supported")
+        url = self._url
+        if url[:1] != b"/" and not url[:8].lower().startswith((b"http://", b"https://")):
+            self._stop(400, "malformed request: the target is neither a path nor an absolute URL")
+        if self._hosts != 1 and (self._hosts or req.http11):  # RFC 9112 3.2: exactly one (HTTP/1.0 may omit it)
+            self._stop(400, "a request needs exactly one Host header" if self._hosts else "no Host header")
         length = self._length
         if length is not None and length.strip().isdigit() and int(length) > self._max_body:
             self._stop(413, f"request body larger than {self._max_body} bytes")
@@ -456,7 +463,8 @@ class ClientConnection(asyncio.Protocol):
             return
         self._active = self.handler = None
         if self._loop is not None:
-            self._last_done = self._loop.time()
+            self._last_done = now = self._loop.time()
+            self._arm(now + self._limits.keepalive_timeout)  # a no-op unless the keep-alive is the nearest deadline
         if req.reject is not None:
             self._queue.clear()
             self.linger()
