@@ -37,7 +37,7 @@ def _head_of(size: int, *, body: bytes = b"{}", close: bool = True) -> bytes:
     """A POST /mcp whose head (request line, headers, blank line) is exactly ``size`` bytes, then its body."""
     start = b"POST /mcp HTTP/1.1\r\nHost: lb\r\n" + (b"Connection: close\r\n" if close else b"")
     start += b"Content-Length: %d\r\n" % len(body)
-    pads = []
+    pads: list[bytes] = []
     left = size - len(start) - 2
     while left > 0:
         value = min(left - 12, 4000)  # "X-Pad-NN: " + value + CRLF; lines the stand-in's parser accepts

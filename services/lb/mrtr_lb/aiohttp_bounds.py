@@ -16,7 +16,9 @@ after it (the lean engine answers the earlier requests, then refuses).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, cast
+from urllib.parse import unquote
 
 import httptools
 from aiohttp import web, web_protocol
@@ -26,6 +28,10 @@ from .bounds import LINGER, Limits, head_bytes_in
 from .lean_http import Overloaded, simple_response
 
 MAX_LINGERING = 256
+
+Refused = Callable[[str, str, str | None, str | None, int], None]
+"""Told of each refusal (method, path, Mcp-Method, Mcp-Name, status): the access log and metrics, as the lean
+engine records a refused request."""
 
 
 class _Framing:
@@ -57,9 +63,12 @@ class _Framing:
 class GuardedHandler(web_protocol.RequestHandler):
     """aiohttp's connection handler with the head cap, the head and body deadlines of :class:`Limits`."""
 
-    def __init__(self, manager: web.Server, *, limits: Limits, **kwargs: Any) -> None:
+    def __init__(self, manager: web.Server, *, limits: Limits, refused: Refused, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._limits = limits
+        self._refused = refused
+        self._method = ""
+        self._mcp: dict[bytes, str] = {}
         self._framing: httptools.HttpRequestParser | None = _Framing(self).parser
         self._in_head = True
         self._head_bytes = 0
@@ -121,11 +130,11 @@ class GuardedHandler(web_protocol.RequestHandler):
     # -- the second parser's callbacks
     def bound_begin(self) -> None:
         self._begun, self._headers, self._size, self._length, self._hosts, self._parsed = True, 0, 0, 0, 0, 0
-        self._target = b""
+        self._target, self._method, self._mcp = b"", "", {}
 
     def bound_target(self, url: bytes) -> None:
-        if not self._target:
-            self._target = url[:8]
+        if len(self._target) < 1024:
+            self._target += url[: 1024 - len(self._target)]
         self._parsed += len(url)
         if self._parsed > self._limits.max_head:
             self._stop(431, self._limits.head_too_large())
@@ -142,10 +151,15 @@ class GuardedHandler(web_protocol.RequestHandler):
             self._length = int(value)
         elif size == 4 and name.lower() == b"host":
             self._hosts += 1
+        elif size == 10 or size == 8:
+            lower = name.lower()
+            if lower in (b"mcp-method", b"mcp-name"):
+                self._mcp[lower] = value[:200].decode("latin-1")
 
     def bound_head_done(self, parser: httptools.HttpRequestParser) -> None:
         self._in_head = False
         self._head_bytes, self._head_since, self._tail = 0, None, b""
+        self._method = parser.get_method().decode("ascii", "replace")
         if self._hosts != 1 and (self._hosts or parser.get_http_version() == "1.1"):
             self._stop(400, "a request needs exactly one Host header" if self._hosts else "no Host header")
         target = self._target.lower()
@@ -226,6 +240,9 @@ class GuardedHandler(web_protocol.RequestHandler):
         raw = self._raw
         if raw is None or raw.is_closing():
             return
+        if self._begun:
+            path = unquote(self._target.partition(b"?")[0].decode("latin-1"))
+            self._refused(self._method, path, self._mcp.get(b"mcp-method"), self._mcp.get(b"mcp-name"), status)
         if self._completed_unfed or self._messages or (self._request_in_progress and not current_body):
             raw.close()  # an answer now would be taken for the answer to an earlier request
             return
@@ -242,22 +259,25 @@ class _Stop(Exception):
 class GuardedServer(web.Server):
     """aiohttp's server whose connections are :class:`GuardedHandler`; over the cap, a 503 and a close."""
 
-    def __init__(self, *args: Any, limits: Limits, retry_after: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, limits: Limits, retry_after: int, refused: Refused, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._limits = limits
         self._retry_after = retry_after
+        self._refused = refused
         self._lingering: set[Overloaded] = set()
 
     def __call__(self) -> web_protocol.RequestHandler:
         if len(self._connections) >= self._limits.max_connections:
             return cast(web_protocol.RequestHandler, Overloaded(self._retry_after, self._lingering, MAX_LINGERING))
-        return GuardedHandler(self, loop=self._loop, limits=self._limits, **self._kwargs)
+        return GuardedHandler(self, loop=self._loop, limits=self._limits, refused=self._refused, **self._kwargs)
 
 
 class GuardedRunner(web.AppRunner):
     """An AppRunner whose server is :class:`GuardedServer` (aiohttp's own limits set no lower than ours)."""
 
-    def __init__(self, app: web.Application, *, limits: Limits, retry_after: int, **kwargs: Any) -> None:
+    def __init__(
+        self, app: web.Application, *, limits: Limits, retry_after: int, refused: Refused, **kwargs: Any
+    ) -> None:
         kwargs.update(
             max_line_size=limits.max_head,
             max_field_size=limits.max_head,
@@ -267,6 +287,7 @@ class GuardedRunner(web.AppRunner):
         super().__init__(app, **kwargs)
         self._limits = limits
         self._retry_after = retry_after
+        self._refused = refused
 
     async def _make_server(self) -> web.Server:
         plain = await super()._make_server()
@@ -277,5 +298,6 @@ class GuardedRunner(web.AppRunner):
             loop=plain._loop,
             limits=self._limits,
             retry_after=self._retry_after,
+            refused=self._refused,
             **plain._kwargs,
         )

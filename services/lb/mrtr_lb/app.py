@@ -9,6 +9,7 @@ its ClientSession pool held up under concurrency in our benchmark (README).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
@@ -19,7 +20,7 @@ from .background import background
 from .config import Settings
 from .discovery import Resolver
 from .metrics import LbMetrics
-from .proxy import Proxy, jsonrpc_error
+from .proxy import Outcome, Proxy, jsonrpc_error, record
 
 log = logging.getLogger("mrtr_lb")
 
@@ -111,3 +112,16 @@ def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.A
         app.router.add_route("*", path, proxy.handle)
     app.router.add_route("*", "/{tail:.*}", _not_proxied)
     return app
+
+
+def record_refusal(app: web.Application) -> Callable[[str, str, str | None, str | None, int], None]:
+    """What the aiohttp engine's guard calls for each refused request: its access-log line and metrics when the
+    path is a proxied one, as the lean engine records a refusal."""
+    metrics, paths = app[METRICS_KEY], frozenset(app[SETTINGS_KEY].proxy_paths)
+
+    def refused(method: str, path: str, mcp_method: str | None, mcp_name: str | None, status: int) -> None:
+        if path in paths:
+            out = Outcome(status=status, result="rejected")
+            record(metrics, method, path, mcp_method, mcp_name, out, time.perf_counter())
+
+    return refused

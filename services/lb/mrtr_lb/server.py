@@ -13,7 +13,7 @@ from aiohttp import web
 from .admin import Admin
 from .admin_server import AdminServer
 from .aiohttp_bounds import GuardedRunner
-from .app import METRICS_KEY, POOL_KEY, create_app
+from .app import METRICS_KEY, POOL_KEY, create_app, record_refusal
 from .bounds import Limits
 from .config import Settings
 from .discovery import Resolver
@@ -64,6 +64,7 @@ async def start_server(settings: Settings, *, resolver: Resolver | None = None) 
             app,
             limits=Limits.from_settings(settings),
             retry_after=settings.retry_after,
+            refused=record_refusal(app),
             access_log=None,  # our own access log carries the MCP fields
             handler_cancellation=True,  # a vanished client closes its upstream stream too
             shutdown_timeout=settings.shutdown_timeout,
