@@ -2,7 +2,7 @@
 
 ``StandIn`` imitates a well-behaved MRTR worker (``/readyz``, ``/healthz``,
 ``/mcp`` with ``X-Worker-Id``); the ``X-Test-Mode`` request header makes it
-hold a response or stream SSE on the test's command, and ``freeze()`` makes it
+hold a response or stream SSE on the test's command, or answer 64 MiB, and ``freeze()`` makes it
 answer nothing at all (like a paused process) until ``thaw()``. ``RudeBackend`` is a raw
 TCP server that passes health checks but breaks every other request, to see
 what the proxy does once a request may have been delivered.
@@ -28,6 +28,8 @@ from mrtr_protocol.metrics import MetricsPage
 ADMIN_TOKEN = "lb-test-operator-token"
 """The operator token every test proxy has (its admin listener wants it; it is sent with rebalance calls)."""
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+BIG = 64 * 1024 * 1024
+"""The size of an ``X-Test-Mode: big`` response."""
 
 
 @dataclass
@@ -105,6 +107,8 @@ class StandIn:
         mode = request.headers.get("X-Test-Mode", "")
         if mode == "sse":
             return await self._sse(request)
+        if mode == "big":  # more than every buffer between here and a client that reads nothing
+            return web.Response(body=b"x" * BIG, content_type="application/octet-stream", headers=self._headers())
         if mode == "hold":
             self.holding += 1
             try:

@@ -86,6 +86,7 @@ class GuardedHandler(web_protocol.RequestHandler):
         self._stopped = False
         self._completed_unfed = 0
         """Requests complete in the read being looked at, which aiohttp has not been given yet."""
+        self._paused_since: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._raw: asyncio.Transport | None = None
@@ -197,12 +198,32 @@ class GuardedHandler(web_protocol.RequestHandler):
         self._timer_at = at
         self._timer = self._loop.call_at(at, self._check)
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._paused_since = now = self._loop.time()
+        self._arm(now + self._limits.send_timeout)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._paused_since = None
+
     def _check(self) -> None:
-        """A late head or body gets 408; a new connection that sent nothing is closed; idle ones are aiohttp's."""
+        """A late head or body gets 408; a new connection that sent nothing is closed; idle ones are aiohttp's;
+        a client that reads nothing for the send timeout is cut."""
         self._timer = None
-        if self._stopped or self._raw is None or self._raw.is_closing():
+        raw = self._raw
+        if raw is None:
             return
         now, limits = self._loop.time(), self._limits
+        paused = self._paused_since
+        if paused is not None:
+            if now >= paused + limits.send_timeout:
+                self._stopped = True
+                raw.abort()  # a close would wait for the client to read what is buffered
+                return
+            self._arm(paused + limits.send_timeout)
+        if self._stopped or raw.is_closing():
+            return
         if self._body_since is not None and not self._in_head:
             at = limits.body_deadline(self._body_since, self._size)
             if now >= at:
@@ -213,7 +234,7 @@ class GuardedHandler(web_protocol.RequestHandler):
             if now >= at:
                 if not self._begun and not self._busy():
                     self._stopped = True
-                    self._raw.close()
+                    raw.close()
                 else:
                     self._refuse(408, limits.head_too_slow())
                 return

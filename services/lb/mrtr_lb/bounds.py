@@ -4,7 +4,8 @@ The defaults are the field's: HAProxy's ``timeout http-request`` (10 s for a
 request's head), nginx's ``large_client_header_buffers 4 8k`` (32 KiB of
 head), HAProxy's ``tune.http.maxhdr`` (about 100 header lines), Apache
 ``mod_reqtimeout``'s body rule (20 s, then at least 500 bytes a second), a
-75 s keep-alive and a cap on open connections. A head is measured as it
+75 s keep-alive, nginx's ``send_timeout`` (60 s for a client that reads
+nothing) and a cap on open connections. A head is measured as it
 arrives, so one that will never fit is refused before it is buffered.
 """
 
@@ -32,6 +33,7 @@ class Limits:
     head_timeout: float
     body_timeout: float
     body_min_rate: int
+    send_timeout: float
     keepalive_timeout: float
     max_connections: int
 
@@ -44,6 +46,7 @@ class Limits:
             head_timeout=settings.head_timeout,
             body_timeout=settings.body_timeout,
             body_min_rate=settings.body_min_rate,
+            send_timeout=settings.send_timeout,
             keepalive_timeout=settings.keepalive_timeout,
             max_connections=settings.max_connections,
         )

@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     (Apache `mod_reqtimeout`: body=20,MinRate=500); then 408 and close."""
     body_min_rate: int = Field(default=500, ge=0)
     """Bytes per second a body must keep up after its first `body_timeout` (0: the deadline is fixed)."""
+    send_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a client may keep the proxy from writing to it (it reads nothing) before the connection is cut
+    (nginx: `send_timeout`)."""
     keepalive_timeout: float = Field(default=75.0, gt=0)
     """Seconds an idle keep-alive client connection stays open between requests."""
     max_connections: int = Field(default=4096, ge=1)

@@ -192,6 +192,8 @@ class ClientConnection(asyncio.Protocol):
         """When the head being read began (for a new connection: its accept), while it is not complete."""
         self._body_since: float | None = None
         """When the body being read began, while it is not complete."""
+        self._paused_since: float | None = None
+        """Since when the client's receive window has been full (writing paused)."""
         self._stopped = False  # parse nothing more: the connection closes after what is queued
         self._lingering = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -301,6 +303,13 @@ class ClientConnection(asyncio.Protocol):
             return
         assert self._loop is not None
         now, limits = self._loop.time(), self._limits
+        paused = self._paused_since
+        if paused is not None and now >= paused + limits.send_timeout:
+            log.info("client %s read nothing for %g s: connection cut", self.remote, limits.send_timeout)
+            self._stopped = True
+            if self.transport is not None:
+                self.transport.abort()  # a close would wait for the client to read what is buffered
+            return
         if self._stopped:
             at = now + limits.keepalive_timeout  # refused: its answer is queued behind the running one
         elif self._body_since is not None and not self._in_head:
@@ -323,15 +332,20 @@ class ClientConnection(asyncio.Protocol):
                 return
         else:
             at = now + limits.keepalive_timeout  # answering: the read timeout bounds that
-        self._arm(at)
+        self._arm(at if paused is None else min(at, paused + limits.send_timeout))
 
     def pause_writing(self) -> None:
+        """The client reads slower than the backend writes: stop reading the backend; cut after SEND_TIMEOUT."""
         self.writing_paused = True
         if self.upstream is not None:
             self.upstream.pause(True)
+        if self._loop is not None:
+            self._paused_since = now = self._loop.time()
+            self._arm(now + self._limits.send_timeout)
 
     def resume_writing(self) -> None:
         self.writing_paused = False
+        self._paused_since = None
         if self.upstream is not None:
             self.upstream.pause(False)
 
