@@ -91,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"MCP endpoint: {cluster.mcp_url}\nworkers: {workers}\nlogs: {config.work_dir / 'logs'}", flush=True)
         print(f"control: {control.url}  (scripts/rolling-upgrade uses it)", flush=True)
         token_file = config.work_dir / "secrets" / "admin-token"
-        print(
-            f"proxy admin: {cluster.admin_url}/lb/backends  (Authorization: Bearer $(cat {token_file}))", flush=True
-        )
+        print(f"proxy admin: {cluster.admin_url}/lb/backends  (Authorization: Bearer $(cat {token_file}))", flush=True)
         print(_where_redis_runs(cluster), flush=True)
         token = '--token "$(scripts/mint-token alice)" ' if args.auth else ""
         print(f"try: .venv/bin/mrtr-call {token}link_accounts   (Ctrl-C stops the cluster)", flush=True)
