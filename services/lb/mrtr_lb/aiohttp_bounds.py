@@ -127,6 +127,7 @@ class GuardedHandler(web_protocol.RequestHandler):
             if self._in_head:
                 self._tail = data[-3:]
         super().data_received(data)
+        self._completed_unfed = 0  # aiohttp has them now
 
     # -- the second parser's callbacks
     def bound_begin(self) -> None:
