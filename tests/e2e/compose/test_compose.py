@@ -115,7 +115,7 @@ def test_a_long_computation_hops_across_containers_and_is_right(balancer_url: st
 
 
 def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
-    lb: LbAdmin, containers: ServiceContainers, token: str
+    lb: LbAdmin, lb_url: str, containers: ServiceContainers, token: str
 ) -> None:
     limit = 1_000_000_000
     box: list[Any] = []
@@ -133,7 +133,7 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
     def call() -> None:
         try:
             http = httpx.Client(timeout=120, event_hooks={"response": [count_hand_backs]})
-            with Client(f"{lb.url}/mcp", http=http, token=token) as client:
+            with Client(f"{lb_url}/mcp", http=http, token=token) as client:
                 box.append(client.call_tool("count_primes", {"limit": limit}))
         except Exception as exc:
             box.append(exc)
@@ -163,7 +163,7 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
 
 
 def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
-    lb: LbAdmin, containers: ServiceContainers, token: str
+    lb: LbAdmin, lb_url: str, containers: ServiceContainers, token: str
 ) -> None:
     (proxy,) = containers("lb")
     started_at = proxy.attrs["State"]["StartedAt"]
@@ -174,7 +174,7 @@ def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
 
     wait_until(five_in_rotation, timeout=60, interval=0.1, what="five healthy backends in the proxy")
     seen = set()
-    with httpx.Client() as http, Client(f"{lb.url}/mcp", http=http, token=token) as client:
+    with httpx.Client() as http, Client(f"{lb_url}/mcp", http=http, token=token) as client:
         for n in range(15):
             done = client.call_tool("echo", {"text": str(n)})
             seen.add(done.trace.hops[-1].instance)
