@@ -31,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3, help="number of workers (default 3)")
     parser.add_argument("--port", type=int, default=8080, help="proxy port on 127.0.0.1 (0: any free port)")
     parser.add_argument(
-        "--admin-port", type=int, default=8090, help="the proxy's admin listener on 127.0.0.1 (0: any free port)"
+        "--admin-port",
+        type=int,
+        help="the proxy's admin listener on 127.0.0.1 (default: the proxy's port + 10, so 8090; with --port 0, "
+        "any free port)",
     )
     parser.add_argument("--versions", type=_versions, default=(), help="worker versions in order, e.g. 1,1,2")
     parser.add_argument("--packs", default=",".join(DEFAULT_PACKS), help="tool packs every worker serves")
@@ -61,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     config = ClusterConfig(
         workers=args.workers,
         port=args.port,
-        admin_port=args.admin_port,
+        admin_port=args.admin_port if args.admin_port is not None else (args.port + 10 if args.port else 0),
         versions=args.versions,
         tool_packs=tuple(p for p in args.packs.split(",") if p),
         work_dir=args.work_dir,

@@ -40,7 +40,7 @@ class ClusterConfig:
     port: int = 8080
     """The proxy's port on 127.0.0.1 (0 picks a free one)."""
     admin_port: int = 0
-    """The proxy's admin listener on 127.0.0.1 (0 picks a free one; `scripts/cluster` uses 8090)."""
+    """The proxy's admin listener on 127.0.0.1 (0 picks a free one; `scripts/cluster`: its port + 10, so 8090)."""
     versions: tuple[int, ...] = ()
     """Version of each worker in order; missing entries repeat the last one (default: all version 1)."""
     tool_packs: tuple[str, ...] = DEFAULT_PACKS
