@@ -52,6 +52,7 @@ class StandIn:
         self.sse_gate = asyncio.Event()  # lets the second SSE event go out
         self.holding = 0
         self.probes = 0  # /readyz requests received
+        self.cut_short = 0  # big responses whose reader went away before their end
         self.peers: list[object] = []  # the proxy's address for each /mcp request: how connections are reused
         self._thawed = asyncio.Event()
         self._thawed.set()
@@ -108,7 +109,7 @@ class StandIn:
         if mode == "sse":
             return await self._sse(request)
         if mode == "big":  # more than every buffer between here and a client that reads nothing
-            return web.Response(body=b"x" * BIG, content_type="application/octet-stream", headers=self._headers())
+            return await self._big(request)
         if mode == "hold":
             self.holding += 1
             try:
@@ -121,6 +122,21 @@ class StandIn:
             {"jsonrpc": "2.0", "id": 1, "result": result},
             headers={**self._headers(), "Set-Cookie": "w=1"},
         )
+
+    async def _big(self, request: web.Request) -> web.StreamResponse:
+        """64 MiB a MiB at a time; ``cut_short`` counts the ones whose reader went away before the end."""
+        response = web.StreamResponse(headers={**self._headers(), "Content-Type": "application/octet-stream"})
+        response.content_length = BIG
+        await response.prepare(request)
+        piece = b"x" * (1024 * 1024)
+        try:
+            for _ in range(BIG // len(piece)):
+                await response.write(piece)
+        except ConnectionError:
+            self.cut_short += 1
+            raise
+        await response.write_eof()
+        return response
 
     async def _sse(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(

@@ -13,7 +13,7 @@ import contextlib
 import json
 import socket
 
-from .standin import BIG, MakeBackend, MakeLB, jsonrpc_body
+from .standin import BIG, MakeBackend, MakeLB, jsonrpc_body, wait_until
 
 CAP = 16 * 1024
 HANG_GUARD = 10.0
@@ -160,23 +160,30 @@ async def test_a_refusal_is_answered_even_when_the_client_keeps_sending(
 async def test_a_client_that_reads_nothing_is_cut_after_the_send_timeout(
     make_backend: MakeBackend, make_lb: MakeLB
 ) -> None:
-    """A slow reader cannot hold its connection (and its backend's) for ever: nginx's `send_timeout`."""
+    """A slow reader cannot hold its connection (and its backend's) for ever: nginx's `send_timeout`.
+
+    The client reads nothing (a bare socket: no stream reader drains it behind the test's back) until the
+    backend has seen its response cut short (the proxy freed the upstream connection with the client's).
+    """
     backend = await make_backend("w")
     lb = await make_lb(backends=[backend.url], send_timeout=0.3)
+    loop = asyncio.get_running_loop()
     raw = socket.socket()
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window, before the connect
-    raw.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(raw, ("127.0.0.1", lb.port))
-    reader, writer = await asyncio.open_connection(sock=raw)
     try:
-        writer.write(b"GET /mcp HTTP/1.1\r\nHost: lb\r\nX-Test-Mode: big\r\n\r\n")
-        await writer.drain()
-        await asyncio.sleep(1.0)  # reads nothing, on purpose, for longer than the send timeout
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window, before the connect
+        raw.setblocking(False)
+        await loop.sock_connect(raw, ("127.0.0.1", lb.port))
+        await loop.sock_sendall(raw, b"GET /mcp HTTP/1.1\r\nHost: lb\r\nX-Test-Mode: big\r\n\r\n")
+
+        async def cut() -> bool:
+            return backend.cut_short == 1
+
+        await wait_until(cut, within=HANG_GUARD * 3, what="the backend's response cut short")
         received = 0
         with contextlib.suppress(ConnectionError):
-            while chunk := await asyncio.wait_for(reader.read(1 << 20), HANG_GUARD):
+            while chunk := await asyncio.wait_for(loop.sock_recv(raw, 1 << 20), HANG_GUARD):
                 received += len(chunk)
     finally:
-        writer.close()
+        raw.close()
     assert 0 < received < BIG, "the connection was cut: the rest of the response never came"
     assert len(backend.seen) == 1
