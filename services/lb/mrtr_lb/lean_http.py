@@ -168,6 +168,8 @@ class ClientConnection(asyncio.Protocol):
         self._dispatch = dispatch
         self._limits = limits
         self._max_body = limits.max_body
+        self._max_head = limits.max_head
+        self._max_headers = limits.max_headers
         self._registry = registry
         self._parser = httptools.HttpRequestParser(self)
         self._queue: collections.deque[LeanRequest] = collections.deque()
@@ -184,12 +186,15 @@ class ClientConnection(asyncio.Protocol):
         self._in_head = True
         """Between requests or inside a head (not in a body): arriving bytes count towards the head cap."""
         self._head_bytes = 0
-        self._parsed_head = self._header_count = self._hosts = 0
-        """The head's size as parsed (request line and header lines): catches a pipelined head the byte count missed."""
+        self._hosts = 0
+        self._uncounted = False
+        """The head being parsed began inside a read that did not start with it (pipelined): its bytes were not
+        all counted, so its parsed size is checked when it is complete."""
         self._tail = b""
-        self._requests = 0
+        """The last bytes of a read that ended inside a head: a blank line split across two reads is found."""
         self._head_since: float | None = None
-        """When the head being read began (for a new connection: its accept), while it is not complete."""
+        """When the head being read began (for a new connection: its accept), while it is not complete: only then
+        is it set, so it also says that a head is awaited."""
         self._body_since: float | None = None
         """When the body being read began, while it is not complete."""
         self._paused_since: float | None = None
@@ -236,8 +241,20 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._stopped:
             return  # refused (or lingering): the rest is dropped unread
-        if self._in_head and not self._count_head(data):
-            return
+        if self._in_head:  # the head's bytes as they arrive, before the parser buffers them (inlined: every request)
+            tail = self._tail
+            if tail:
+                self._tail = b""
+                used = head_bytes_in(data, tail)
+            else:
+                at = data.find(b"\r\n\r\n")
+                used = len(data) if at < 0 else at + 4
+            if self._current is None:
+                self._uncounted = False
+            self._head_bytes += used
+            if self._head_bytes > self._max_head:
+                self._refuse(431, self._limits.head_too_large())
+                return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -248,23 +265,14 @@ class ClientConnection(asyncio.Protocol):
             else:
                 self._refuse(400, f"malformed request: {exc}")
         if self._current is not None and not self._stopped:
-            self._unfinished()
-        if self._in_head:
-            self._tail = data[-3:]
+            self._unfinished(data)
 
-    def _count_head(self, data: bytes) -> bool:
-        """Add this read's head bytes to the head's size; False (and 431) once it passes the cap."""
-        self._head_bytes += head_bytes_in(data, self._tail)
-        if self._head_bytes > self._limits.max_head:
-            self._refuse(431, self._limits.head_too_large())
-            return False
-        return True
-
-    def _unfinished(self) -> None:
+    def _unfinished(self, data: bytes) -> None:
         """A read ended inside a request: note when its head (or body) began and make sure the timer sees it."""
         assert self._loop is not None
         limits = self._limits
         if self._in_head:
+            self._tail = data[-3:]
             if self._head_since is None:
                 self._head_since = now = self._loop.time()
                 self._arm(now + limits.head_timeout)
@@ -317,7 +325,7 @@ class ClientConnection(asyncio.Protocol):
             if now >= at:
                 self._refuse(408, limits.body_too_slow())
                 return
-        elif self._head_since is not None and (self._current is not None or self._requests == 0):
+        elif self._head_since is not None:
             at = self._head_since + limits.head_timeout
             if now >= at:
                 if self._current is None and not self.busy:
@@ -354,24 +362,17 @@ class ClientConnection(asyncio.Protocol):
         self._url, self._body, self._size = b"", [], 0
         self._length = self._expect = None
         self._headers = []
-        self._parsed_head = self._header_count = self._hosts = 0
+        self._hosts = 0
         self._current = LeanRequest(method="", target=b"", headers=self._headers, keep_alive=True, http11=True)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
-        if len(self._url) > self._limits.max_head:
+        if len(self._url) > self._max_head:  # only a pipelined target passes the byte count: its own cap
             self._stop(431, self._limits.head_too_large())
 
     def on_header(self, name: bytes, value: bytes) -> None:
         """``Content-Length`` is kept apart (the body's framing is recomputed on the way out), so that the
         header list of a client's requests repeats from one request to the next (see ``upstream_request``)."""
-        self._parsed_head += len(name) + len(value) + 4
-        self._header_count += 1
-        limits = self._limits
-        if self._parsed_head + len(self._url) > limits.max_head:
-            self._stop(431, limits.head_too_large())
-        if self._header_count > limits.max_headers:
-            self._stop(431, limits.too_many_headers())
         size = len(name)
         if size == 14 or size == 6:
             lower = name.lower()
@@ -382,14 +383,23 @@ class ClientConnection(asyncio.Protocol):
                 self._expect = value
         elif size == 4 and name.lower() == b"host":
             self._hosts += 1
-        self._headers.append((name, value))
+        headers = self._headers
+        headers.append((name, value))
+        if len(headers) > self._max_headers:  # a flood of small headers within the byte cap
+            self._stop(431, self._limits.too_many_headers())
 
     def on_headers_complete(self) -> None:
         self._in_head = False
-        self._head_bytes, self._head_since, self._tail = 0, None, b""
+        self._head_bytes = 0
+        self._head_since = None
         req = self._current
         if req is None:
             return
+        headers = self._headers
+        if len(headers) + (self._length is not None) > self._max_headers:
+            self._stop(431, self._limits.too_many_headers())
+        if self._uncounted and len(self._url) + sum(len(n) + len(v) + 4 for n, v in headers) > self._max_head:
+            self._stop(431, self._limits.head_too_large())
         parser = self._parser
         raw_method = parser.get_method()
         method = _METHODS.get(raw_method)
@@ -421,8 +431,8 @@ class ClientConnection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         req, self._current = self._current, None
-        self._in_head, self._body_since = True, None
-        self._requests += 1
+        self._in_head = self._uncounted = True  # a head that begins later in this read is not counted by bytes
+        self._body_since = None
         if req is None or self._stopped:
             return
         body = self._body
@@ -478,7 +488,8 @@ class ClientConnection(asyncio.Protocol):
         self._active = self.handler = None
         if self._loop is not None:
             self._last_done = now = self._loop.time()
-            self._arm(now + self._limits.keepalive_timeout)  # a no-op unless the keep-alive is the nearest deadline
+            if self._timer_at > now + self._limits.keepalive_timeout:  # rarely the nearest deadline
+                self._arm(now + self._limits.keepalive_timeout)
         if req.reject is not None:
             self._queue.clear()
             self.linger()
