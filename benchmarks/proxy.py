@@ -53,8 +53,10 @@ ADDED_P50_TARGET_MS = 0.5
 
 def lb_process(name: str, port: int, backends: list[str], work_dir: Path, **settings: str) -> ManagedProcess:
     """Another mrtr_lb in front of the same workers (the cluster's own is the lean one with its access log)."""
+    admin_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_LB_")}
     env.update(MRTR_LB_HOST=LOOPBACK, MRTR_LB_PORT=str(port), MRTR_LB_BACKENDS=",".join(backends))
+    env.update(MRTR_LB_ADMIN_PORT=str(admin_port))
     env.update({f"MRTR_LB_{key.upper()}": value for key, value in settings.items()})
     work_dir.mkdir(parents=True, exist_ok=True)
     return ManagedProcess(
@@ -62,7 +64,7 @@ def lb_process(name: str, port: int, backends: list[str], work_dir: Path, **sett
         argv=[sys.executable, "-m", "mrtr_lb"],
         env=env,
         log_path=work_dir / f"{name}.log",
-        ready_url=f"http://{LOOPBACK}:{port}/lb/healthz",
+        ready_url=f"http://{LOOPBACK}:{admin_port}/lb/healthz",
     )
 
 

@@ -81,7 +81,7 @@ async def serve_backend() -> None:
 async def serve_mrtr_lb(upstream: str) -> None:
     from mrtr_lb import Settings, start_server
 
-    lb = await start_server(Settings(port=0, backends=[upstream], health_interval=1.0))
+    lb = await start_server(Settings(port=0, admin_port=0, backends=[upstream], health_interval=1.0))
     print(f"PORT {lb.port}", flush=True)
     await asyncio.Event().wait()
 

@@ -149,7 +149,7 @@ def ensure(cluster: LocalCluster, count: int, strategy: Strategy) -> list[str]:
     keep = [name for name, handle in cluster.workers.items() if _settings(handle) == strategy.worker_env]
     for name in [name for name in cluster.workers if name not in keep[:count]]:
         handle = cluster.workers.pop(name)
-        cluster.lb.remove(handle.lb_url)
+        cluster.forget_worker(handle)
         _stop(handle)
     missing = count - len(cluster.workers)
     return [*cluster.workers, *(add_workers(cluster, missing, strategy) if missing > 0 else [])][:count]
@@ -175,7 +175,7 @@ def leave(cluster: LocalCluster, name: str, strategy: Strategy, steps: Steps, *,
         _stop(handle)
     elapsed = time.monotonic() - started
     cluster.workers.pop(name)
-    cluster.lb.remove(handle.lb_url)
+    cluster.forget_worker(handle)
     return elapsed
 
 

@@ -52,12 +52,12 @@ class LocalFleet:
         return self._cluster.keyring_file
 
     def workers(self) -> list[FleetWorker]:
-        token = self._cluster.config.admin_token
+        token = self._cluster.admin_token
         return [FleetWorker(h.instance_id, h.spec.version, h.url, token) for h in list(self._cluster.workers.values())]
 
     def start_worker(self, version: int, env: dict[str, str]) -> FleetWorker:
         handle = self._cluster.add_worker(version, extra_env=env)
-        return FleetWorker(handle.instance_id, version, handle.url, self._cluster.config.admin_token)
+        return FleetWorker(handle.instance_id, version, handle.url, self._cluster.admin_token)
 
     def drain_worker(self, instance_id: str) -> None:
         self._cluster.drain_worker(instance_id)

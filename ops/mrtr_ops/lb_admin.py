@@ -1,11 +1,16 @@
-"""The proxy's admin API (`/lb/` on its own listener), as every ops tool, benchmark and test uses it.
+"""The proxy's admin API (`/lb/` on its admin listener), as every ops tool, benchmark and test uses it.
 
     GET  /lb/backends                       every backend: url, state, healthy, drained, in_flight, ...
-    POST /lb/backends/{add,remove,drain,undrain}?url=...
+    POST /lb/backends/{drain,undrain}?url=...
     GET  /lb/metrics                        the proxy's Prometheus page
+    GET  /lb/healthz                        (the only call without the token)
 
-A backend is *in rotation* when it is healthy and not drained: the proxy
-sends it new requests. (`services/lb/mrtr_lb/admin.py` serves this API.)
+The admin listener is not the public one (`MRTR_LB_ADMIN_HOST`/`_PORT`,
+127.0.0.1:8090 by default) and wants the fleet's admin token. A backend is
+*in rotation* when it is healthy and not drained: the proxy sends it new
+requests. Membership is not an admin call: a backend joins and leaves through
+the proxy's discovery (DNS, or the local cluster's backends file).
+(`services/lb/mrtr_lb/admin.py` serves this API.)
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import httpx
 from mrtr_ops.waiting import wait_until
 from mrtr_protocol.metrics import MetricsPage
 
-Action = Literal["add", "remove", "drain", "undrain"]
+Action = Literal["drain", "undrain"]
 
 
 def in_rotation(entry: dict[str, Any] | None) -> bool:
@@ -28,11 +33,15 @@ def in_rotation(entry: dict[str, Any] | None) -> bool:
 
 
 class LbAdmin:
-    """A client of one proxy's admin API; thread-safe (one `httpx.Client`)."""
+    """A client of one proxy's admin API; thread-safe (one `httpx.Client`).
 
-    def __init__(self, lb_url: str, *, timeout: float = 5.0) -> None:
-        self.url = lb_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+    `admin_url` is the admin listener's base URL, `token` the fleet's admin token.
+    """
+
+    def __init__(self, admin_url: str, token: str | None, *, timeout: float = 5.0) -> None:
+        self.url = admin_url.rstrip("/")
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
 
     def close(self) -> None:
         self._http.close()
@@ -78,13 +87,6 @@ class LbAdmin:
         entry: dict[str, Any] = response.json()
         return entry
 
-    def add(self, url: str) -> dict[str, Any]:
-        """Into the pool; it joins the rotation after its first good health check (`wait_for_backend`)."""
-        return self.act("add", url)
-
-    def remove(self, url: str) -> dict[str, Any]:
-        return self.act("remove", url)
-
     def drain(self, url: str) -> dict[str, Any]:
         """Out of the rotation; requests in flight on it finish."""
         return self.act("drain", url)
@@ -112,3 +114,9 @@ class LbAdmin:
     ) -> None:
         """Until the backend is in the rotation (or, with `in_rotation=False`, out of it or gone)."""
         self.wait_for_backends([url], in_rotation=in_rotation, timeout=timeout, interval=interval)
+
+    def wait_until_gone(self, url: str, *, timeout: float = 15.0, interval: float = 0.05) -> None:
+        """Until the proxy no longer lists the backend at all (its discovery dropped it)."""
+        wait_until(
+            lambda: url not in self.by_url(), timeout=timeout, interval=interval, what=f"{url} gone from the proxy"
+        )

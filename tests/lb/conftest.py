@@ -11,7 +11,17 @@ import pytest
 from mrtr_lb import RunningLB, Settings, start_server
 from mrtr_lb.discovery import Resolver
 
-from .standin import MakeBackend, MakeLB, MakeRude, RudeBackend, RudeMode, StandIn, backend_states, wait_until
+from .standin import (
+    ADMIN_TOKEN,
+    MakeBackend,
+    MakeLB,
+    MakeRude,
+    RudeBackend,
+    RudeMode,
+    StandIn,
+    backend_states,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -56,11 +66,20 @@ def engine(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def make_lb(client: aiohttp.ClientSession, engine: str) -> AsyncIterator[MakeLB]:
-    """Start a proxy on an ephemeral port and wait until every static backend is in rotation."""
+    """Start a proxy (both listeners on ephemeral ports, the test operator token) and wait until every
+    static backend is in rotation."""
     started: list[RunningLB] = []
 
     async def make(*, resolver: Resolver | None = None, wait: bool = True, **overrides: Any) -> RunningLB:
-        config: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "health_interval": 0.05, "engine": engine}
+        config: dict[str, Any] = {
+            "host": "127.0.0.1",
+            "port": 0,
+            "admin_port": 0,
+            "admin_token": ADMIN_TOKEN,
+            "health_interval": 0.05,
+            "backends_file_interval": 0.02,
+            "engine": engine,
+        }
         config.update(overrides)
         lb = await start_server(Settings(**config), resolver=resolver)
         started.append(lb)

@@ -2,7 +2,7 @@
 
 ``StandIn`` imitates a well-behaved MRTR worker (``/readyz``, ``/healthz``,
 ``/mcp`` with ``X-Worker-Id``); the ``X-Test-Mode`` request header makes it
-hold a response or stream SSE on the test's command, and ``freeze()`` makes it
+hold a response or stream SSE on the test's command, or answer 64 MiB, and ``freeze()`` makes it
 answer nothing at all (like a paused process) until ``thaw()``. ``RudeBackend`` is a raw
 TCP server that passes health checks but breaks every other request, to see
 what the proxy does once a request may have been delivered.
@@ -13,14 +13,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
 
 from mrtr_lb import RunningLB
+from mrtr_protocol.metrics import MetricsPage
+
+ADMIN_TOKEN = "lb-test-operator-token"
+"""The operator token every test proxy has (its admin listener wants it; it is sent with rebalance calls)."""
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+BIG = 64 * 1024 * 1024
+"""The size of an ``X-Test-Mode: big`` response."""
 
 
 @dataclass
@@ -43,6 +52,7 @@ class StandIn:
         self.sse_gate = asyncio.Event()  # lets the second SSE event go out
         self.holding = 0
         self.probes = 0  # /readyz requests received
+        self.cut_short = 0  # big responses whose reader went away before their end
         self.peers: list[object] = []  # the proxy's address for each /mcp request: how connections are reused
         self._thawed = asyncio.Event()
         self._thawed.set()
@@ -98,6 +108,8 @@ class StandIn:
         mode = request.headers.get("X-Test-Mode", "")
         if mode == "sse":
             return await self._sse(request)
+        if mode == "big":  # more than every buffer between here and a client that reads nothing
+            return await self._big(request)
         if mode == "hold":
             self.holding += 1
             try:
@@ -110,6 +122,21 @@ class StandIn:
             {"jsonrpc": "2.0", "id": 1, "result": result},
             headers={**self._headers(), "Set-Cookie": "w=1"},
         )
+
+    async def _big(self, request: web.Request) -> web.StreamResponse:
+        """64 MiB a MiB at a time; ``cut_short`` counts the ones whose reader went away before the end."""
+        response = web.StreamResponse(headers={**self._headers(), "Content-Type": "application/octet-stream"})
+        response.content_length = BIG
+        await response.prepare(request)
+        piece = b"x" * (1024 * 1024)
+        try:
+            for _ in range(BIG // len(piece)):
+                await response.write(piece)
+        except ConnectionError:
+            self.cut_short += 1
+            raise
+        await response.write_eof()
+        return response
 
     async def _sse(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(
@@ -203,10 +230,32 @@ def jsonrpc_body(method: str = "tools/call", name: str = "echo") -> bytes:
 
 
 async def backend_states(client: aiohttp.ClientSession, lb: RunningLB) -> dict[str, dict[str, Any]]:
-    async with client.get(f"{lb.url}/lb/backends") as resp:
+    """The pool as the proxy's admin listener lists it, by URL."""
+    async with client.get(f"{lb.admin_url}/lb/backends", headers=ADMIN) as resp:
         assert resp.status == 200
         listing: list[dict[str, Any]] = await resp.json()
     return {entry["url"]: entry for entry in listing}
+
+
+async def lb_metrics(client: aiohttp.ClientSession, lb: RunningLB) -> MetricsPage:
+    """One scrape of the proxy's own metrics, on its admin listener."""
+    async with client.get(f"{lb.admin_url}/lb/metrics", headers=ADMIN) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        return MetricsPage.parse(await resp.text())
+
+
+async def admin_call(client: aiohttp.ClientSession, lb: RunningLB, action: str, url: str) -> tuple[int, dict[str, Any]]:
+    """``POST /lb/backends/{action}?url=...`` on the admin listener, with the operator token: (status, body)."""
+    async with client.post(f"{lb.admin_url}/lb/backends/{action}", params={"url": url}, headers=ADMIN) as resp:
+        return resp.status, await resp.json()
+
+
+def write_backends(path: Path, urls: Iterable[str]) -> None:
+    """Replace the backends file at once (as the cluster launcher does): the proxy never reads half of it."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_text("".join(f"{url}\n" for url in urls))
+    os.replace(fresh, path)
 
 
 MakeBackend = Callable[[str], Awaitable[StandIn]]

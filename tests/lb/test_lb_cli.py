@@ -20,8 +20,9 @@ WAIT = 20.0  # hang guard only
 
 
 def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without its MRTR_LB_ settings; the admin listener on a free port unless ``extra`` says."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_LB_")}
-    env.update(extra)
+    env.update({"MRTR_LB_ADMIN_PORT": "0", **extra})
     return env
 
 
@@ -76,7 +77,8 @@ async def test_cli_serves_and_stops_on_sigterm(
 @pytest.mark.parametrize(
     ("args", "env", "needle"),
     [
-        ([], {}, "MRTR_LB_BACKENDS or MRTR_LB_BACKEND_DNS"),
+        ([], {}, "MRTR_LB_BACKENDS, MRTR_LB_BACKENDS_FILE or MRTR_LB_BACKEND_DNS"),
+        (["--backends", "127.0.0.1:9001", "--port", "8090", "--admin-port", "8090"], {}, "MRTR_LB_ADMIN_PORT"),
         ([], {"MRTR_LB_BACKENDS": "ftp://x:1"}, "MRTR_LB_BACKENDS"),
         (["--backends", "127.0.0.1:9001"], {"MRTR_LB_PORT": "eighty"}, "MRTR_LB_PORT"),
         (["--backend-dns", "worker"], {}, "MRTR_LB_BACKEND_DNS"),

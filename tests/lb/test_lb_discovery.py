@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
+import pytest
 
 from mrtr_lb.discovery import Endpoint
 
-from .standin import MakeBackend, MakeLB, backend_states, jsonrpc_body, wait_until
+from .standin import MakeBackend, MakeLB, backend_states, jsonrpc_body, wait_until, write_backends
 
 
 class FakeDns:
@@ -87,3 +90,47 @@ def _more_queries(dns: FakeDns, before: int) -> Callable[[], Awaitable[bool]]:
         return dns.queries >= before + 2
 
     return check
+
+
+async def test_the_backends_file_is_followed(
+    make_backend: MakeBackend,
+    make_lb: MakeLB,
+    client: aiohttp.ClientSession,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The launcher's discovery: lines added join, lines removed leave, a bad file changes nothing."""
+    a, b = await make_backend("a"), await make_backend("b")
+    listing = tmp_path / "backends"
+    listing.write_text(f"# the local cluster's workers\n{a.url}\n\n")
+    lb = await make_lb(backends_file=listing)
+
+    async def healthy_urls(expected: set[str]) -> bool:
+        states = await backend_states(client, lb)
+        return {u for u, s in states.items() if s["state"] == "healthy"} == expected and set(states) == expected
+
+    await wait_until(lambda: healthy_urls({a.url}), what="a read from the file")
+    assert (await backend_states(client, lb))[a.url]["source"] == "file"
+
+    write_backends(listing, [a.url, f"127.0.0.1:{b.port}"])  # a bare host:port means http://
+    await wait_until(lambda: healthy_urls({a.url, b.url}), what="b added to the file")
+    workers = set()
+    for _ in range(4):
+        async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+            workers.add(resp.headers["X-Worker-Id"])
+    assert workers == {"a", "b"}
+
+    caplog.set_level(logging.WARNING, logger="mrtr_lb.discovery")
+    write_backends(listing, [b.url, "ftp://nope:1"])  # one bad line: the whole file is not applied
+    await wait_until(lambda: _async(any(":2: " in r.getMessage() for r in caplog.records)), what="the bad line named")
+    assert set(await backend_states(client, lb)) == {a.url, b.url}
+
+    write_backends(listing, [b.url])
+    await wait_until(lambda: healthy_urls({b.url}), what="a removed from the file")
+    listing.unlink()  # gone: the current set stays (as for a failed DNS lookup)
+    await wait_until(lambda: _async(any("No such file" in r.getMessage() for r in caplog.records)), what="said")
+    assert set(await backend_states(client, lb)) == {b.url}
+
+
+async def _async(value: bool) -> bool:
+    return value

@@ -11,9 +11,7 @@ import asyncio
 
 import aiohttp
 
-from mrtr_protocol.metrics import MetricsPage
-
-from .standin import MakeBackend, MakeLB, StandIn, backend_states, jsonrpc_body, wait_until
+from .standin import MakeBackend, MakeLB, StandIn, backend_states, jsonrpc_body, lb_metrics, wait_until
 
 HOLD = {"X-Test-Mode": "hold"}
 
@@ -44,8 +42,7 @@ async def test_connection_cap_queues_requests_onto_the_one_connection(
 
     await wait_until(both_in_flight, what="the second request waiting in the proxy")
     assert len(a.seen) == 1, "the second request must wait for the only upstream connection"
-    async with client.get(f"{lb.url}/lb/metrics") as resp:
-        metrics = MetricsPage.parse(await resp.text())
+    metrics = await lb_metrics(client, lb)
     assert metrics.by_label("mrtr_lb_backend_in_flight", "backend") == {a.url: 2}
     a.release.set()
     assert (await first)[0] == 200

@@ -8,7 +8,9 @@ only has to pass its health check. One cluster serves the module.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -20,11 +22,21 @@ from mrtr_ops.waiting import wait_until as wait_until_sync
 from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.compute import primes
 
-from .standin import MakeBackend, MakeLB, backend_states, wait_until
+from .standin import (
+    ADMIN_TOKEN,
+    MakeBackend,
+    MakeLB,
+    backend_states,
+    jsonrpc_body,
+    lb_metrics,
+    wait_until,
+    write_backends,
+)
 
 pytestmark = pytest.mark.slow
 
-TOKEN = "rebalance-operator-token"
+TOKEN = ADMIN_TOKEN
+"""The workers' admin token is the test proxies' operator token: one fleet token, as in compose."""
 REBALANCES = "mrtr_worker_rebalances_total"
 LIMIT = 100_000_000
 SEGMENT = 2_500_000
@@ -54,13 +66,27 @@ async def _rebalances(client: aiohttp.ClientSession, url: str) -> float:
 
 
 async def _lb_rebalance(client: aiohttp.ClientSession, lb: RunningLB, outcome: str) -> float:
-    async with client.get(f"{lb.url}/lb/metrics") as resp:
-        return MetricsPage.parse(await resp.text()).value("mrtr_lb_rebalance_total", outcome=outcome)
+    return (await lb_metrics(client, lb)).value("mrtr_lb_rebalance_total", outcome=outcome)
 
 
-async def _add(client: aiohttp.ClientSession, lb: RunningLB, url: str) -> None:
-    async with client.post(f"{lb.url}/lb/backends/add", params={"url": url}) as resp:
-        assert resp.status == 200
+async def _proxy(
+    make_lb: MakeLB, client: aiohttp.ClientSession, listing: Path, urls: list[str], **overrides: object
+) -> RunningLB:
+    """A proxy that discovers its backends in ``listing`` (the way the local cluster's joins work), all in rotation."""
+    write_backends(listing, urls)
+    lb = await make_lb(backends_file=listing, wait=False, **overrides)
+
+    async def all_in() -> bool:
+        states = await backend_states(client, lb)
+        return set(states) == set(urls) and all(s["state"] == "healthy" for s in states.values())
+
+    await wait_until(all_in, what="the start-up set in rotation")
+    return lb
+
+
+async def _add(client: aiohttp.ClientSession, lb: RunningLB, listing: Path, urls: list[str], url: str) -> None:
+    """Discovery finds one more backend (``url`` added to the file's ``urls``); return once it is in rotation."""
+    write_backends(listing, [*urls, url])
 
     async def in_rotation() -> bool:
         return (await backend_states(client, lb)).get(url, {}).get("state") == "healthy"
@@ -69,16 +95,17 @@ async def _add(client: aiohttp.ClientSession, lb: RunningLB, url: str) -> None:
 
 
 async def test_a_backend_added_makes_the_proxy_rebalance_the_others_and_a_failing_one_stops_nothing(
-    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession
+    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     workers = [h.url for h in cluster.workers.values()]
     failing = await make_backend("no-admin")  # routable, but its /admin/rebalance is a 404
     joiner = await make_backend("joiner")
-    lb = await make_lb(backends=[*workers, failing.url], admin_token=TOKEN, rebalance_debounce=0.05)
+    listing = tmp_path / "backends"
+    lb = await _proxy(make_lb, client, listing, [*workers, failing.url], rebalance_debounce=0.05)
     before = {url: await _rebalances(client, url) for url in workers}
     assert await _lb_rebalance(client, lb, "ok") == 0, "the start-up set is not a join"
 
-    await _add(client, lb, joiner.url)
+    await _add(client, lb, listing, [*workers, failing.url], joiner.url)
 
     async def every_worker_told() -> bool:
         return {url: await _rebalances(client, url) for url in workers} == {url: n + 1 for url, n in before.items()}
@@ -93,16 +120,17 @@ async def _refused_once(client: aiohttp.ClientSession, lb: RunningLB) -> bool:
 
 
 async def test_joins_close_together_make_one_round_and_a_recovery_is_a_join(
-    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession
+    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     workers = [h.url for h in cluster.workers.values()]
     first, second = await make_backend("first"), await make_backend("second")
-    lb = await make_lb(backends=workers, admin_token=TOKEN, rebalance_debounce=1.0)
+    listing = tmp_path / "backends"
+    lb = await _proxy(make_lb, client, listing, workers, rebalance_debounce=1.0)
     before = {url: await _rebalances(client, url) for url in workers}
 
-    async with client.post(f"{lb.url}/lb/backends/add", params={"url": first.url}):
-        pass
-    await _add(client, lb, second.url)  # both join within one probe interval (0.05 s) of each other
+    write_backends(listing, [*workers, first.url])
+    # Both join within one probe interval (0.05 s) of each other.
+    await _add(client, lb, listing, [*workers, first.url], second.url)
 
     async def told(times: int) -> bool:
         return {url: await _rebalances(client, url) for url in workers} == {u: n + times for u, n in before.items()}
@@ -124,31 +152,56 @@ async def test_joins_close_together_make_one_round_and_a_recovery_is_a_join(
 
 
 async def test_without_the_token_the_workers_refuse_and_nothing_moves(
-    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession
+    cluster: LocalCluster,
+    make_lb: MakeLB,
+    make_backend: MakeBackend,
+    client: aiohttp.ClientSession,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Without a token the proxy's admin API is off too, so the join and the refusal are seen from outside."""
+    caplog.set_level(logging.INFO, logger="mrtr_lb.rebalance")
     workers = [h.url for h in cluster.workers.values()]
     joiner = await make_backend("joiner")
-    lb = await make_lb(backends=workers, rebalance_debounce=0.05)
+    listing = tmp_path / "backends"
+    write_backends(listing, workers)
+    lb = await make_lb(backends_file=listing, admin_token=None, rebalance_debounce=0.05, wait=False)
     before = {url: await _rebalances(client, url) for url in workers}
 
-    await _add(client, lb, joiner.url)
+    async def served_by_a_worker() -> bool:
+        async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+            return resp.status != 503
 
-    async def refused() -> bool:
-        return await _lb_rebalance(client, lb, "unauthorized") == len(workers)
+    await wait_until(served_by_a_worker, what="the workers in rotation")
+    write_backends(listing, [*workers, joiner.url])
 
-    await wait_until(refused, what="the workers' 401s counted")
+    async def joiner_serves() -> bool:
+        await served_by_a_worker()
+        return bool(joiner.seen)
+
+    await wait_until(joiner_serves, what="the joiner in rotation")
+
+    def turned_off() -> bool:
+        return any("rebalance on join is OFF" in r.getMessage() for r in caplog.records)
+
+    await wait_until(lambda: _async(turned_off()), what="the workers' 401s turned the feature off")
     assert {url: await _rebalances(client, url) for url in workers} == before
 
 
+async def _async(value: bool) -> bool:
+    return value
+
+
 async def test_with_rebalance_on_join_off_no_call_is_made(
-    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession
+    cluster: LocalCluster, make_lb: MakeLB, make_backend: MakeBackend, client: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     workers = [h.url for h in cluster.workers.values()]
     joiner = await make_backend("joiner")
-    lb = await make_lb(backends=workers, admin_token=TOKEN, rebalance_on_join=False, rebalance_debounce=0)
+    listing = tmp_path / "backends"
+    lb = await _proxy(make_lb, client, listing, workers, rebalance_on_join=False, rebalance_debounce=0)
     before = {url: await _rebalances(client, url) for url in workers}
 
-    await _add(client, lb, joiner.url)
+    await _add(client, lb, listing, workers, joiner.url)
     # Off, no round is ever scheduled (nothing listens for joins); with it on and no debounce, the round
     # is a task started by the very health verdict that put the joiner in rotation. Give it a moment.
     await asyncio.sleep(0.3)

@@ -8,7 +8,9 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
-from .standin import MakeBackend, MakeLB, StandIn, backend_states, jsonrpc_body, wait_until
+from mrtr_lb import RunningLB
+
+from .standin import MakeBackend, MakeLB, StandIn, admin_call, backend_states, jsonrpc_body, wait_until
 
 
 async def post_mcp(client: aiohttp.ClientSession, url: str, **headers: str) -> tuple[int, str | None]:
@@ -76,7 +78,7 @@ async def test_no_backend_gives_503_with_retry_after(
     lb = await make_lb(backends=[a.url], retry_after=3)
     a.ready = False
     await wait_until(
-        lambda: _state_is(client, lb.url, a.url, "unhealthy"),
+        lambda: _state_is(client, lb, a.url, "unhealthy"),
         what="a out of rotation",
     )
 
@@ -108,9 +110,8 @@ async def test_drain_and_undrain(make_backend: MakeBackend, make_lb: MakeLB, cli
     await wait_until(_any_holding(a, b), what="request in flight")
     busy, idle = (a, b) if a.holding else (b, a)
 
-    async with client.post(f"{lb.url}/lb/backends/drain", params={"url": busy.url}) as resp:
-        assert resp.status == 200
-        assert (await resp.json())["state"] == "drained"
+    status, entry = await admin_call(client, lb, "drain", busy.url)
+    assert (status, entry["state"]) == (200, "drained")
     states = await backend_states(client, lb)
     assert states[busy.url]["state"] == "drained"
     assert states[busy.url]["in_flight"] == 1
@@ -121,9 +122,8 @@ async def test_drain_and_undrain(make_backend: MakeBackend, make_lb: MakeLB, cli
     busy.release.set()
     assert await held == (200, busy.worker_id)  # in-flight work finishes on the drained backend
 
-    async with client.post(f"{lb.url}/lb/backends/undrain", params={"url": busy.url}) as resp:
-        assert resp.status == 200
-        assert (await resp.json())["state"] == "healthy"
+    status, entry = await admin_call(client, lb, "undrain", busy.url)
+    assert (status, entry["state"]) == (200, "healthy")
     workers = {(await post_mcp(client, lb.url))[1] for _ in range(6)}
     assert workers == {"a", "b"}
 
@@ -133,16 +133,13 @@ async def test_drain_unknown_backend_is_404(
 ) -> None:
     a = await make_backend("a")
     lb = await make_lb(backends=[a.url])
-    async with client.post(f"{lb.url}/lb/backends/drain", params={"url": "http://127.0.0.1:1"}) as resp:
-        assert resp.status == 404
-    async with client.post(f"{lb.url}/lb/backends/drain", params={"url": "ftp://x"}) as resp:
-        assert resp.status == 400
+    assert (await admin_call(client, lb, "drain", "http://127.0.0.1:1"))[0] == 404
+    assert (await admin_call(client, lb, "drain", "ftp://x"))[0] == 400
 
 
-async def _state_is(client: aiohttp.ClientSession, lb_url: str, backend_url: str, state: str) -> bool:
-    async with client.get(f"{lb_url}/lb/backends") as resp:
-        listing = await resp.json()
-    return any(e["url"] == backend_url and e["state"] == state for e in listing)
+async def _state_is(client: aiohttp.ClientSession, lb: RunningLB, backend_url: str, state: str) -> bool:
+    entry = (await backend_states(client, lb)).get(backend_url)
+    return entry is not None and entry["state"] == state
 
 
 def _any_holding(*backends: StandIn) -> Callable[[], Awaitable[bool]]:

@@ -10,10 +10,13 @@ requests.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import aiohttp
 
-from .standin import MakeBackend, MakeLB, StandIn, backend_states, jsonrpc_body, wait_until
+from mrtr_lb import RunningLB
+
+from .standin import ADMIN, MakeBackend, MakeLB, StandIn, backend_states, jsonrpc_body, wait_until, write_backends
 
 FAST_PROBES = {"health_interval": 0.05, "health_timeout": 0.2}
 HOLD = {"X-Test-Mode": "hold"}
@@ -36,8 +39,8 @@ async def _post_held(client: aiohttp.ClientSession, url: str, backend: StandIn) 
     return task
 
 
-async def _lb_metric(client: aiohttp.ClientSession, url: str, line_start: str) -> float:
-    async with client.get(f"{url}/lb/metrics") as resp:
+async def _lb_metric(client: aiohttp.ClientSession, lb: RunningLB, line_start: str) -> float:
+    async with client.get(f"{lb.admin_url}/lb/metrics", headers=ADMIN) as resp:
         text = await resp.text()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(line_start))
 
@@ -60,7 +63,7 @@ async def test_requests_on_a_backend_that_stops_answering_get_504(
     assert state["failed_probes"] >= 2
     assert state["in_flight"] == 0
     label = f'mrtr_lb_backend_errors_total{{backend="{frozen.url}",kind="unresponsive"}}'
-    assert await _lb_metric(client, lb.url, label) == 1
+    assert await _lb_metric(client, lb, label) == 1
 
 
 async def test_the_client_can_retry_elsewhere_while_the_frozen_backend_holds_its_copy(
@@ -119,15 +122,27 @@ async def test_a_draining_backend_answers_its_probes_and_keeps_its_requests(
     assert status == 200
 
 
+async def _both_healthy(client: aiohttp.ClientSession, lb: RunningLB, urls: set[str]) -> bool:
+    states = await backend_states(client, lb)
+    return set(states) == urls and all(s["state"] == "healthy" for s in states.values())
+
+
+async def _listed(client: aiohttp.ClientSession, lb: RunningLB, urls: set[str]) -> bool:
+    return set(await backend_states(client, lb)) == urls
+
+
 async def test_a_removed_backend_is_still_watched_while_requests_run_there(
-    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+    make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     # Compose: a container cut off the network also leaves DNS, so discovery removes it at once.
     gone, good = await make_backend("gone"), await make_backend("good")
-    lb = await make_lb(backends=[gone.url, good.url], unresponsive_after=2, **FAST_PROBES)
+    listing = tmp_path / "backends"
+    write_backends(listing, [gone.url, good.url])
+    lb = await make_lb(backends_file=listing, unresponsive_after=2, **FAST_PROBES)
+    await wait_until(lambda: _both_healthy(client, lb, {gone.url, good.url}), what="both backends in rotation")
     request = await _post_held(client, lb.url, gone)
-    async with client.post(f"{lb.url}/lb/backends/remove", params={"url": gone.url}) as resp:
-        assert resp.status == 200
+    write_backends(listing, [good.url])
+    await wait_until(lambda: _listed(client, lb, {good.url}), what="the backend removed from the file dropped")
     gone.freeze()
 
     status, _ = await asyncio.wait_for(request, 10)

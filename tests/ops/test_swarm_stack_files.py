@@ -109,6 +109,18 @@ def test_the_proxy_publishes_on_the_node_not_through_the_ingress_mesh(swarm: dic
     assert lb["deploy"]["endpoint_mode"] == "dnsrr", "in-stack clients reach `lb` without a virtual IP"
 
 
+def test_the_proxys_admin_listener_is_on_the_network_but_published_nowhere(
+    base: dict[str, Any], swarm: dict[str, Any]
+) -> None:
+    """Its own port on the project (or stack) network, reached there or inside the container; only 8080 goes out."""
+    lb = base["services"]["lb"]["environment"]
+    assert (lb["MRTR_LB_ADMIN_HOST"], lb["MRTR_LB_ADMIN_PORT"]) == ("0.0.0.0", "8090")
+    assert lb["MRTR_LB_ADMIN_TOKEN_FILE"] == "/run/secrets/admin_token"
+    assert "ports" not in base["services"]["lb"], "compose.override.yaml publishes, for compose only"
+    assert [port["target"] for port in swarm["services"]["lb"]["ports"]] == [8080]
+    assert compose_project()["services"]["lb"]["ports"] == ["${MRTR_BIND:-127.0.0.1}:${MRTR_PORT:-8080}:8080"]
+
+
 def test_the_rolling_update_starts_the_new_task_first_one_at_a_time_and_rolls_back_on_failure(
     swarm: dict[str, Any],
 ) -> None:
@@ -203,3 +215,11 @@ def test_the_merge_follows_compose_rules() -> None:
     }
     assert merge(["a", "b"], ["b", "c"], "secrets") == ["a", "b", "c"]
     assert merge(["locust", "-f"], ["locust", "--worker"], "command") == ["locust", "--worker"]
+
+
+def test_the_haproxy_profile_forwards_the_same_paths_as_the_proxy_and_bounds_the_head(base: dict[str, Any]) -> None:
+    """HAProxy in compose's profile answers 404 to anything but what mrtr_lb forwards (`MRTR_LB_PROXY_PATHS`)."""
+    config = (ROOT / "services" / "haproxy" / "haproxy.cfg").read_text()
+    (deny,) = re.findall(r"^\s*http-request deny deny_status 404 unless \{ path ([^}]*)\}$", config, re.MULTILINE)
+    assert deny.split() == base["services"]["lb"]["environment"]["MRTR_LB_PROXY_PATHS"].split(",")
+    assert re.search(r"^\s*timeout http-request 10s$", config, re.MULTILINE)

@@ -22,7 +22,6 @@ from mrtr_ops.chaos.plan import PlannedFault
 from mrtr_ops.chaos.run import ChaosRun
 from mrtr_ops.chaos.watch import HandBackMeter
 from mrtr_ops.history.store_events import StoreEvent, read_events
-from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.waiting import wait_until
 from mrtr_worker.compute.computation import run_uninterrupted
@@ -334,11 +333,7 @@ def test_the_chaos_runs_redis_restart_leaves_the_tasks_in_flight_to_complete(
     task_id = client.create("count_primes", LONG)
     _wait_checkpoint(client, task_id)
     chaos_fleet = LocalChaosFleet(fleet)
-    lb = LbAdmin(fleet.url)
-    try:
-        record = ChaosRun(chaos_fleet, lb, HandBackMeter(chaos_fleet), seed=1).fault(PlannedFault("redis", 0.0, 0.0))
-    finally:
-        lb.close()
+    record = ChaosRun(chaos_fleet, fleet.lb, HandBackMeter(chaos_fleet), seed=1).fault(PlannedFault("redis", 0.0, 0.0))
     assert record.error is None
     assert (record.kind, record.victim) == ("redis", "store")
     evidence = record.evidence

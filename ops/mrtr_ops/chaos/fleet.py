@@ -13,14 +13,18 @@ import os
 from typing import Protocol
 
 from mrtr_ops.fleet import Fleet, LocalFleet
+from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.local.redis import RedisServer
 
 
 class ChaosFleet(Fleet, Protocol):
+    lb: LbAdmin
+    """The proxy's admin API (its admin listener, with the fleet's token)."""
+
     @property
     def lb_url(self) -> str:
-        """The proxy's base URL (its /lb/ endpoints)."""
+        """The proxy's public base URL (where the load goes)."""
         ...
 
     def backend_url(self, instance_id: str) -> str:
@@ -67,6 +71,7 @@ class LocalChaosFleet(LocalFleet):
     def __init__(self, cluster: LocalCluster) -> None:
         super().__init__(cluster)
         self._local = cluster
+        self.lb = cluster.lb
 
     @property
     def lb_url(self) -> str:

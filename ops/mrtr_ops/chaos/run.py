@@ -284,7 +284,7 @@ def run(fleet: ChaosFleet, out: Path, *, duration: int, users: int, seed: int, l
         stale.unlink(missing_ok=True)
     faults_planned = plan(seed, duration, tail=TAIL_SECONDS)
     (out / "plan.json").write_text(json.dumps([f.as_json() for f in faults_planned], indent=2) + "\n")
-    lb = LbAdmin(fleet.lb_url)
+    lb = fleet.lb
     meter = HandBackMeter(fleet).start()
     started = time.time()
     env = {**RELAXED_P95, **locust_env, "MRTR_LOCUST_STOP_FILE": str(stop_file)}
@@ -312,7 +312,6 @@ def run(fleet: ChaosFleet, out: Path, *, duration: int, users: int, seed: int, l
             locust.terminate()
             locust.wait(30)
         meter.stop()
-        lb.close()
     (out / "faults.json").write_text(json.dumps([r.as_json() for r in records], indent=2) + "\n")
     inputs = RunInputs(
         events=load_events(out / "events.jsonl"),

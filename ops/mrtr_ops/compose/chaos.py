@@ -39,7 +39,7 @@ class ComposeChaosFleet(ComposeFleet):
 
     @property
     def lb_url(self) -> str:
-        return self.lb.url
+        return self.lb_public_url
 
     def backend_url(self, instance_id: str) -> str:
         container = self._container(instance_id)

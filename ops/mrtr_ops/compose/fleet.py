@@ -33,15 +33,26 @@ WRITE_FORMAT_VARIABLE = {2: "MRTR_V2_WRITE_STATE_FORMAT"}
 """The compose variable that carries a new instance's state write format, per version."""
 ROTATION_SECONDS = 60.0
 """How long a healthy new container may take to join the proxy's rotation (its discovery and health checks)."""
+LB_ADMIN_PORT = 8090
+"""The proxy's admin listener in its container: not published, reached at the container's address."""
 
 
 class ComposeFleet:
     def __init__(self, root: Path, project: str, lb_url: str) -> None:
         self._root = root
         self._project = project
-        self.lb = LbAdmin(lb_url)
-        """The proxy's admin API."""
         self._engine = docker.from_env()
+        self.lb_public_url = lb_url
+        """The proxy as published on this host (where users and the load go)."""
+        self.lb = LbAdmin(self.lb_admin_url(), self._admin_token())
+        """The proxy's admin API: its admin listener, at the `lb` container's address, with the fleet's token."""
+
+    def lb_admin_url(self) -> str:
+        """The `lb` container's admin listener: its port is not published, so its address on the project network."""
+        running = self._containers("lb")
+        if not running:
+            raise NotReady(f"no running lb container in compose project {self._project!r}")
+        return f"http://{_address(running[0])}:{LB_ADMIN_PORT}"
 
     @property
     def keyring_file(self) -> Path:
@@ -92,14 +103,19 @@ class ComposeFleet:
 
     def _as_worker(self, container: Container) -> FleetWorker:
         service = container.labels["com.docker.compose.service"]
-        networks: dict[str, Any] = container.attrs["NetworkSettings"]["Networks"]
-        ip = next(iter(networks.values()))["IPAddress"]
-        return FleetWorker(container.short_id, VERSION_OF_SERVICE[service], f"http://{ip}:8000", self._admin_token())
+        url = f"http://{_address(container)}:8000"
+        return FleetWorker(container.short_id, VERSION_OF_SERVICE[service], url, self._admin_token())
 
     def _admin_token(self) -> str | None:
         """The operator's token compose gives the workers (secrets/admin-token), if this checkout has one."""
         path = self._root / "secrets" / "admin-token"
         return path.read_text().strip() if path.exists() else None
+
+
+def _address(container: Container) -> str:
+    """The container's address on its (first) network: this host reaches it there."""
+    networks: dict[str, Any] = container.attrs["NetworkSettings"]["Networks"]
+    return str(next(iter(networks.values()))["IPAddress"])
 
 
 def update_env_file(path: Path, values: dict[str, str]) -> None:

@@ -30,6 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/cluster", description=__doc__)
     parser.add_argument("--workers", type=int, default=3, help="number of workers (default 3)")
     parser.add_argument("--port", type=int, default=8080, help="proxy port on 127.0.0.1 (0: any free port)")
+    parser.add_argument(
+        "--admin-port",
+        type=int,
+        help="the proxy's admin listener on 127.0.0.1 (default: the proxy's port + 10, so 8090; with --port 0, "
+        "any free port)",
+    )
     parser.add_argument("--versions", type=_versions, default=(), help="worker versions in order, e.g. 1,1,2")
     parser.add_argument("--packs", default=",".join(DEFAULT_PACKS), help="tool packs every worker serves")
     parser.add_argument("--work-dir", type=Path, default=Path(".cache/cluster"), help="logs and the key ring")
@@ -58,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     config = ClusterConfig(
         workers=args.workers,
         port=args.port,
+        admin_port=args.admin_port if args.admin_port is not None else (args.port + 10 if args.port else 0),
         versions=args.versions,
         tool_packs=tuple(p for p in args.packs.split(",") if p),
         work_dir=args.work_dir,
@@ -86,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         workers = ", ".join(f"{h.instance_id} v{h.spec.version} {h.url}" for h in cluster.workers.values())
         print(f"MCP endpoint: {cluster.mcp_url}\nworkers: {workers}\nlogs: {config.work_dir / 'logs'}", flush=True)
         print(f"control: {control.url}  (scripts/rolling-upgrade uses it)", flush=True)
+        token_file = config.work_dir / "secrets" / "admin-token"
+        print(f"proxy admin: {cluster.admin_url}/lb/backends  (Authorization: Bearer $(cat {token_file}))", flush=True)
         print(_where_redis_runs(cluster), flush=True)
         token = '--token "$(scripts/mint-token alice)" ' if args.auth else ""
         print(f"try: .venv/bin/mrtr-call {token}link_accounts   (Ctrl-C stops the cluster)", flush=True)

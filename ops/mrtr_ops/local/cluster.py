@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import secrets
 import signal
 import sys
 import time
@@ -38,6 +39,8 @@ class ClusterConfig:
     workers: int = 3
     port: int = 8080
     """The proxy's port on 127.0.0.1 (0 picks a free one)."""
+    admin_port: int = 0
+    """The proxy's admin listener on 127.0.0.1 (0 picks a free one; `scripts/cluster`: its port + 10, so 8090)."""
     versions: tuple[int, ...] = ()
     """Version of each worker in order; missing entries repeat the last one (default: all version 1)."""
     tool_packs: tuple[str, ...] = DEFAULT_PACKS
@@ -49,7 +52,8 @@ class ClusterConfig:
     issuer_dir: Path | None = None
     """Where the development issuer's keys live (generated on first use); default `work_dir/secrets`."""
     admin_token: str | None = None
-    """Token the workers' /admin endpoints require (None: open, as suits a laptop)."""
+    """The fleet's admin token: the workers' /admin and the proxy's admin listener want it. None: the one in
+    `work_dir/secrets/admin-token`, generated on first use (like the key ring)."""
     worker_env: dict[str, str] = field(default_factory=dict)
     lb_env: dict[str, str] = field(default_factory=dict)
     cables: bool = False
@@ -101,10 +105,17 @@ class LocalCluster:
         self._numbers = itertools.count(1)
         self._log_dir = config.work_dir / "logs"
         self.keyring_file = config.keyring_file or config.work_dir / "secrets" / "keyring.json"
+        self.admin_port = config.admin_port or free_port()
+        self.admin_token = config.admin_token or _admin_token(config.work_dir / "secrets" / "admin-token")
+        """The fleet's admin token (the workers' /admin, the proxy's admin listener)."""
+        self.backends_file = config.work_dir / "lb-backends"
+        """The proxy's discovery: the workers that joined, one URL a line (written by this class only)."""
+        self._joined: dict[str, str] = {}
+        """instance id -> the URL the proxy knows it by, for the workers in `backends_file`."""
         self._proxy: ManagedProcess | None = None
         self._http = httpx.Client(timeout=5.0)
-        self.lb = LbAdmin(self.url)
-        """The proxy's admin API: its backends, their membership, its metrics."""
+        self.lb = LbAdmin(self.admin_url, self.admin_token)
+        """The proxy's admin API: its backends, drain and undrain, its metrics."""
         self._switchboard = Switchboard() if config.cables else None
         self.redis: RedisServer | None = None
         """The task store (None with `ClusterConfig.redis` off); stop, kill and restart keep its data."""
@@ -118,6 +129,11 @@ class LocalCluster:
     @property
     def mcp_url(self) -> str:
         return f"{self.url}/mcp"
+
+    @property
+    def admin_url(self) -> str:
+        """The proxy's admin listener (not the public port): `/lb/backends`, `/lb/metrics`, drain."""
+        return f"http://{LOOPBACK}:{self.admin_port}"
 
     @property
     def redis_url(self) -> str | None:
@@ -134,7 +150,8 @@ class LocalCluster:
             started = [self._start_worker(self.config.version_of(i)) for i in range(self.config.workers)]
             for handle in started:
                 handle.process.wait_ready(self.config.ready_timeout)
-            self._proxy = self._proxy_process([h.lb_url for h in started]).start()
+            self._list_backends({h.instance_id: h.lb_url for h in started})
+            self._proxy = self._proxy_process().start()
             self._proxy.wait_ready()
             self.lb.wait_for_backends([h.lb_url for h in started])
         except BaseException:
@@ -180,8 +197,12 @@ class LocalCluster:
         return handle
 
     def join_worker(self, handle: WorkerHandle) -> WorkerHandle:
-        """Put a started worker in the proxy's rotation (the proxy then tells the others: capacity joined)."""
-        self.lb.add(handle.lb_url)
+        """Put a started worker in the proxy's rotation (the proxy then tells the others: capacity joined).
+
+        It joins through the proxy's discovery, the backends file this cluster writes: the proxy's admin API
+        has no "add", so nobody else can put a listener into the rotation.
+        """
+        self._list_backends({**self._joined, handle.instance_id: handle.lb_url})
         self.lb.wait_for_backend(handle.lb_url)
         return handle
 
@@ -195,9 +216,14 @@ class LocalCluster:
         handle.process.popen.wait(timeout)
         elapsed = time.monotonic() - started
         handle.process.stop()
-        self.lb.remove(handle.lb_url)
-        self._unplug(handle)
+        self.forget_worker(handle)
         return elapsed
+
+    def forget_worker(self, handle: WorkerHandle) -> None:
+        """Take a (stopped) worker out of the proxy's discovery; returns once the proxy no longer lists it."""
+        self._list_backends({i: url for i, url in self._joined.items() if i != handle.instance_id})
+        self.lb.wait_until_gone(handle.lb_url)
+        self._unplug(handle)
 
     def kill_worker(self, instance_id: str) -> None:
         """SIGKILL: a crash. The proxy notices by itself (failed connections, failed health checks)."""
@@ -250,8 +276,7 @@ class LocalCluster:
 
     @property
     def admin_headers(self) -> dict[str, str]:
-        token = self.config.admin_token
-        return {} if token is None else {"Authorization": f"Bearer {token}"}
+        return {"Authorization": f"Bearer {self.admin_token}"}
 
     @property
     def issuer(self) -> DevIssuer:
@@ -285,7 +310,7 @@ class LocalCluster:
             version=version,
             tool_packs=self.config.tool_packs,
             issuer_public_key=self._issuer_public_key,
-            admin_token=self.config.admin_token,
+            admin_token=self.admin_token,
             extra_env=tuple(env.items()),
         )
         handle = WorkerHandle(spec, spec.process(self._log_dir).start())
@@ -304,16 +329,28 @@ class LocalCluster:
         if handle.cable is not None:
             handle.cable.close()
 
-    def _proxy_process(self, backends: list[str]) -> ManagedProcess:
+    def _list_backends(self, joined: dict[str, str]) -> None:
+        """Write the proxy's backends file at once (a new file renamed over the old: never read half-written)."""
+        self._joined = dict(joined)
+        fresh = self.backends_file.with_name(self.backends_file.name + ".new")
+        fresh.parent.mkdir(parents=True, exist_ok=True)
+        fresh.write_text("".join(f"{url}\n" for url in self._joined.values()))
+        os.replace(fresh, self.backends_file)
+
+    def _proxy_process(self) -> ManagedProcess:
         env = {
             **os.environ,
             "MRTR_LB_HOST": LOOPBACK,
             "MRTR_LB_PORT": str(self.port),
-            "MRTR_LB_BACKENDS": ",".join(backends),
+            "MRTR_LB_ADMIN_HOST": LOOPBACK,
+            "MRTR_LB_ADMIN_PORT": str(self.admin_port),
+            "MRTR_LB_BACKENDS_FILE": str(self.backends_file),
+            "MRTR_LB_BACKENDS_FILE_INTERVAL": "0.1",
             "MRTR_LB_PROXY_PATHS": PROXIED_PATHS,
             "PYTHONUNBUFFERED": "1",
-            # The proxy tells the workers when capacity joins (POST /admin/rebalance): it needs their token.
-            **({} if self.config.admin_token is None else {"MRTR_LB_ADMIN_TOKEN": self.config.admin_token}),
+            # The fleet's token: the proxy's admin listener wants it, and the proxy sends it to the workers
+            # when capacity joins (POST /admin/rebalance).
+            "MRTR_LB_ADMIN_TOKEN": self.admin_token,
             **self.config.lb_env,
         }
         return ManagedProcess(
@@ -321,5 +358,16 @@ class LocalCluster:
             argv=[sys.executable, "-m", "mrtr_lb"],
             env=env,
             log_path=self._log_dir / "lb.log",
-            ready_url=f"{self.url}/lb/healthz",
+            ready_url=f"{self.admin_url}/lb/healthz",
         )
+
+
+def _admin_token(path: Path) -> str:
+    """The token in `path`, made (random, mode 0600) on first use: the same for every run of one work dir."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = path.with_name(path.name + ".new")
+        fresh.write_text(secrets.token_urlsafe(32) + "\n")
+        fresh.chmod(0o600)
+        os.replace(fresh, path)
+    return path.read_text().strip()

@@ -11,6 +11,7 @@ Every wait polls a condition until a deadline (`mrtr_ops.waiting.wait_until`).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -30,6 +31,19 @@ STACK_LABEL = "com.docker.stack.namespace"
 
 POLL_SECONDS = 0.5
 """How often a wait asks the swarm again."""
+
+LB_BACKENDS_SCRIPT = (
+    "import os, sys, urllib.request as u; "
+    "t = open(os.environ['MRTR_LB_ADMIN_TOKEN_FILE']).read().strip(); "
+    "p = os.environ.get('MRTR_LB_ADMIN_PORT', '8090'); "
+    "r = u.Request(f'http://127.0.0.1:{p}/lb/backends', headers={'Authorization': 'Bearer ' + t}); "
+    "sys.stdout.write(u.urlopen(r, timeout=5).read().decode())"
+)
+"""Run inside the proxy's container: its admin listener is not published, and the token is its secret."""
+
+
+class LbUnreachable(RuntimeError):
+    """The proxy's admin API did not answer (no running proxy task yet, or it is starting)."""
 
 
 def port_taken(port: int) -> bool:
@@ -143,6 +157,22 @@ class SwarmStack:
 
     def replicas(self, service: str) -> int:
         return int(self.service(service).attrs["Spec"]["Mode"]["Replicated"]["Replicas"])
+
+    def lb_backends(self) -> list[dict[str, Any]]:
+        """The proxy's `/lb/backends`, asked inside its container (`docker exec`): the admin port is not published."""
+        task = next((t for t in self.tasks("lb") if t.running and t.container_id), None)
+        if task is None:
+            raise LbUnreachable(f"{self.qualified('lb')} has no running task")
+        try:
+            proxy = self._engine.containers.get(task.container_id)
+            code, output = proxy.exec_run(["python3", "-c", LB_BACKENDS_SCRIPT])
+        except docker.errors.APIError as exc:
+            raise LbUnreachable(str(exc)) from exc
+        assert isinstance(output, bytes)  # not streamed
+        if code != 0:
+            raise LbUnreachable(output.decode(errors="replace")[-500:])
+        listing: list[dict[str, Any]] = json.loads(output)
+        return listing
 
     # --- waits ---------------------------------------------------------------------------------------
 

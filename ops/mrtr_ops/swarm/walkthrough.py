@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import docker
-import httpx
 
-from mrtr_ops.lb_admin import LbAdmin
-from mrtr_ops.swarm.stack import POLL_SECONDS, SwarmStack, image_id
+from mrtr_ops.lb_admin import in_rotation as lb_in_rotation
+from mrtr_ops.swarm.stack import POLL_SECONDS, LbUnreachable, SwarmStack, image_id
 from mrtr_ops.swarm.tasks import Task, UpdateStatus, replacements
 from mrtr_ops.upgrade.rolling import Step, step_record
 from mrtr_ops.waiting import wait_until
@@ -76,12 +75,11 @@ def images(engine: docker.DockerClient) -> dict[str, str]:
     }
 
 
-def in_rotation(url: str) -> int:
-    """How many workers the proxy at `url` has in rotation (0 while it does not answer yet)."""
+def in_rotation(stack: SwarmStack) -> int:
+    """How many workers the stack's proxy has in rotation (0 while it does not answer yet)."""
     try:
-        with LbAdmin(url) as lb:
-            return len(lb.rotation())
-    except (httpx.HTTPError, ValueError):
+        return sum(1 for entry in stack.lb_backends() if lb_in_rotation(entry))
+    except (LbUnreachable, ValueError):
         return 0
 
 
@@ -93,7 +91,7 @@ def deploy_cluster(stack: SwarmStack, url: str, timeout: float = 180.0) -> None:
     stack.wait_converged("lb", timeout)
     replicas = stack.replicas("worker")
     wait_until(
-        lambda: in_rotation(url) == replicas,
+        lambda: in_rotation(stack) == replicas,
         timeout=timeout,
         interval=POLL_SECONDS,
         what=f"{replicas} workers in the proxy's rotation at {url}",

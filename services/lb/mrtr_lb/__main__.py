@@ -35,7 +35,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = _Parser(prog=PROG, description="Round-robin, non-sticky HTTP proxy for MRTR workers.")
     parser.add_argument("--host", help="listen address (env MRTR_LB_HOST, default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="listen port (env MRTR_LB_PORT, default 8080)")
+    parser.add_argument("--admin-host", help="admin listener address (env MRTR_LB_ADMIN_HOST, default 127.0.0.1)")
+    parser.add_argument("--admin-port", type=int, help="admin listener port (env MRTR_LB_ADMIN_PORT, default 8090)")
     parser.add_argument("--backends", help="comma-separated backend URLs (env MRTR_LB_BACKENDS)")
+    parser.add_argument("--backends-file", help="file of backend URLs, one a line (env MRTR_LB_BACKENDS_FILE)")
     parser.add_argument("--backend-dns", help="name:port to discover by DNS (env MRTR_LB_BACKEND_DNS)")
     return parser.parse_args(argv)
 
@@ -72,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
             serving = serve_until_signalled(settings)
             runner.run(serving if batched is None else flushing(batched, serving, settings.log_flush_interval))
     except OSError as exc:  # e.g. the port is taken
-        _die(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}", code=1)
+        where = f"{settings.host}:{settings.port} (admin {settings.admin_host}:{settings.admin_port})"
+        _die(f"cannot listen on {where}: {exc.strerror or exc}", code=1)
     except KeyboardInterrupt:
         pass
 

@@ -1,14 +1,17 @@
-"""Admin endpoints under the reserved ``/lb/`` prefix of the proxy's own listener.
+"""The admin API (``/lb/...``), served on the admin listener only (:mod:`admin_server`), never the public one.
 
-They let an operator (or the cluster launcher) see the pool, drain a worker
-before stopping it, and scrape metrics, without a second port to manage.
-The answers are plain (status, body) pairs so that both forwarding engines
-serve the very same admin API.
+It lets an operator see the pool, drain a worker before stopping it, and
+scrape metrics. There is no "add": a backend joins only through the configured
+discovery (static list, DNS, the launcher's file), so a caller can neither put
+a listener of its own into the rotation nor have the fleet's admin token sent
+to one. The answers are plain (status, body) pairs, independent of the engine.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -18,6 +21,11 @@ from .metrics import CONTENT_TYPE_LATEST, LbMetrics
 
 PREFIX = "/lb"
 JSON = "application/json; charset=utf-8"
+OPEN = frozenset({("GET", "/lb/healthz")})
+"""What the admin listener answers without the operator token: the orchestrator's liveness probe (it says only
+that the proxy runs and how many backends it has), like the workers' /healthz and HAProxy's `monitor-uri`."""
+
+log = logging.getLogger("mrtr_lb.admin")
 
 
 @dataclass(frozen=True)
@@ -49,8 +57,6 @@ class Admin:
             ("GET", "/backends"): self.backends,
             ("POST", "/backends/drain"): self.drain,
             ("POST", "/backends/undrain"): self.undrain,
-            ("POST", "/backends/add"): self.add,
-            ("POST", "/backends/remove"): self.remove,
             ("GET", "/metrics"): self.metrics,
         }
 
@@ -77,26 +83,6 @@ class Admin:
     def undrain(self, query: Mapping[str, str]) -> Reply:
         return self._set_drained(query, False)
 
-    def add(self, query: Mapping[str, str]) -> Reply:
-        """Put a new backend in the pool; it joins the rotation after its first good health check."""
-        url = _backend_url(query)
-        if isinstance(url, Reply):
-            return url
-        backend = self._pool.add(url, "admin")
-        self._pool.notify_changed()
-        return json_reply(backend.as_json())
-
-    def remove(self, query: Mapping[str, str]) -> Reply:
-        """Forget a backend (drain it first); requests already on it finish."""
-        url = _backend_url(query)
-        if isinstance(url, Reply):
-            return url
-        backend = self._pool.remove(url)
-        if backend is None:
-            return json_reply({"error": f"unknown backend {url}"}, status=404)
-        self._pool.notify_changed()
-        return json_reply(backend.as_json())
-
     def _set_drained(self, query: Mapping[str, str], drained: bool) -> Reply:
         url = _backend_url(query)
         if isinstance(url, Reply):
@@ -117,3 +103,36 @@ def _backend_url(query: Mapping[str, str]) -> str | Reply:
         return normalize_backend_url(query.get("url", ""))
     except ValueError as exc:
         return json_reply({"error": f"bad url: {exc}"}, status=400)
+
+
+def authorize(method: str, path: str, authorization: str | None, token: Callable[[], str | None]) -> Reply | None:
+    """None if the caller may go on; else the refusal (401 without or with a wrong token, 403 if none is set).
+
+    ``token`` is the fleet's admin token (``MRTR_LB_ADMIN_TOKEN(_FILE)``, read again for every call so a
+    rotated file counts); compared in constant time.
+    """
+    if (("GET" if method == "HEAD" else method), path) in OPEN:
+        return None
+    try:
+        expected = token()
+    except OSError as exc:
+        log.warning("the admin token file is unreadable (%s): the admin API refuses every call", exc)
+        expected = None
+    if expected is None:
+        return json_reply({"error": "the admin API is off: set MRTR_LB_ADMIN_TOKEN or MRTR_LB_ADMIN_TOKEN_FILE"}, 403)
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
+        return Reply(401, json.dumps({"error": "the operator's bearer token is required"}).encode())
+    return None
+
+
+def log_call(caller: str, method: str, path: str, query: Mapping[str, str], status: int) -> None:
+    """Who did what on the admin API: every change, and every refusal, with the caller's address.
+
+    Reads that succeed (the scrapes, the probes) are logged at DEBUG only.
+    """
+    target = f" url={query['url'][:200]!r}" if "url" in query else ""
+    level = logging.DEBUG if method in ("GET", "HEAD") and status < 400 else logging.INFO
+    if status in (401, 403):
+        level = logging.WARNING
+    log.log(level, "admin %s %r%s from %s -> %d", method, path[:200], target, caller or "-", status)

@@ -1,4 +1,6 @@
-"""Wiring of the aiohttp engine: one aiohttp application = pool + background checks + proxy + admin.
+"""Wiring of the aiohttp engine: one aiohttp application = pool + background checks + proxy.
+
+The admin API is not here: it is on the admin listener (:mod:`admin_server`), shared by both engines.
 
 aiohttp serves both sides: its server streams responses chunk by chunk and
 its ClientSession pool held up under concurrency in our benchmark (README).
@@ -7,19 +9,19 @@ its ClientSession pool held up under concurrency in our benchmark (README).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
 
-from .admin import PREFIX, Admin
 from .backends import BackendPool
 from .background import background
 from .balancing import picker
 from .config import Settings
 from .discovery import Resolver
 from .metrics import LbMetrics
-from .proxy import Proxy, jsonrpc_error
+from .proxy import Outcome, Proxy, jsonrpc_error, record
 
 log = logging.getLogger("mrtr_lb")
 
@@ -68,6 +70,21 @@ async def _no_tracebacks(request: web.Request, handler: Handler) -> web.StreamRe
         return jsonrpc_error(500, f"load balancer error: {type(exc).__name__}")
 
 
+@web.middleware
+async def _no_upgrades(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """CONNECT and protocol upgrades get one refusal and a close, on every path: what follows is not HTTP."""
+    refusal = None
+    if request.method == "CONNECT":
+        refusal = (501, "CONNECT is not supported")
+    elif request.headers.get("Upgrade") and "upgrade" in request.headers.get("Connection", "").lower():
+        refusal = (400, "protocol upgrades are not supported")
+    if refusal is None:
+        return await handler(request)
+    response = jsonrpc_error(refusal[0], refusal[1], code=-32600)
+    response.force_close()
+    return response
+
+
 async def _not_proxied(request: web.Request) -> web.Response:
     """Only the configured paths reach the workers: their admin and metrics endpoints stay private."""
     return jsonrpc_error(404, f"{request.path} is not served through this proxy", code=-32601)
@@ -78,7 +95,7 @@ def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.A
 
     ``resolver`` replaces DNS lookups for ``MRTR_LB_BACKEND_DNS`` (tests inject one).
     """
-    app = web.Application(middlewares=[_no_tracebacks], client_max_size=settings.max_body_size + 1)
+    app = web.Application(middlewares=[_no_tracebacks, _no_upgrades], client_max_size=settings.max_body_size + 1)
     pool = BackendPool(settings.backends)
     pool.picker = picker(settings.balance)
     metrics = LbMetrics()
@@ -86,22 +103,27 @@ def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.A
     app[METRICS_KEY] = metrics
     app[SETTINGS_KEY] = settings
     proxy = Proxy(pool, metrics, settings)
-    admin = Admin(pool, metrics)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with upstream_session(settings) as session, background(settings, pool, resolver, metrics):
             proxy.attach(session)
             yield
 
-    async def admin_handler(request: web.Request) -> web.Response:
-        reply = admin.answer(request.method, request.path, request.query)
-        response = web.Response(status=reply.status, body=reply.body)
-        response.headers["Content-Type"] = reply.content_type
-        return response
-
     app.cleanup_ctx.append(lifecycle)
-    app.router.add_route("*", PREFIX + "/{tail:.*}", admin_handler)
     for path in settings.proxy_paths:
         app.router.add_route("*", path, proxy.handle)
     app.router.add_route("*", "/{tail:.*}", _not_proxied)
     return app
+
+
+def record_refusal(app: web.Application) -> Callable[[str, str, str | None, str | None, int], None]:
+    """What the aiohttp engine's guard calls for each refused request: its access-log line and metrics when the
+    path is a proxied one, as the lean engine records a refusal."""
+    metrics, paths = app[METRICS_KEY], frozenset(app[SETTINGS_KEY].proxy_paths)
+
+    def refused(method: str, path: str, mcp_method: str | None, mcp_name: str | None, status: int) -> None:
+        if path in paths:
+            out = Outcome(status=status, result="rejected")
+            record(metrics, method, path, mcp_method, mcp_name, out, time.perf_counter())
+
+    return refused

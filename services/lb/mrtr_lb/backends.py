@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 
 log = logging.getLogger("mrtr_lb.backends")
 
-Source = Literal["static", "dns", "admin"]
+Source = Literal["static", "dns", "file"]
 State = Literal["healthy", "unhealthy", "drained"]
 
 

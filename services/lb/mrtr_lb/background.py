@@ -16,7 +16,7 @@ import aiohttp
 
 from .backends import BackendPool
 from .config import Settings
-from .discovery import DnsDiscovery, Resolver, system_resolver
+from .discovery import DnsDiscovery, FileDiscovery, Resolver, system_resolver
 from .health import HealthChecker
 from .metrics import LbMetrics
 from .rebalance import Rebalancer
@@ -56,6 +56,12 @@ async def background(
             )
             await discovery.refresh()
             tasks.append(asyncio.create_task(discovery.run(), name="dns discovery"))
+        if settings.backends_file is not None:
+            from_file = FileDiscovery(
+                pool, settings.backends_file, interval=settings.backends_file_interval, on_change=health.sync
+            )
+            from_file.refresh()
+            tasks.append(asyncio.create_task(from_file.run(), name="file discovery"))
         await health.check_all()
         health.sync()
         pool.subscribe(health.sync)

@@ -15,7 +15,8 @@ from yarl import URL
 
 from .balancing import Balance
 
-MIB = 1024 * 1024
+KIB = 1024
+MIB = 1024 * KIB
 
 
 def normalize_backend_url(raw: str) -> str:
@@ -57,7 +58,13 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    admin_host: str = "127.0.0.1"
+    """The admin listener (`/lb/*`, the operator token required): never the public one."""
+    admin_port: int = Field(default=8090, ge=0, le=65535)
     backends: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    backends_file: Path | None = None
+    """A file of backend URLs, one a line, re-read every `backends_file_interval`: the launcher's discovery."""
+    backends_file_interval: float = Field(default=1.0, gt=0)
     backend_dns: str | None = None
     backend_scheme: Literal["http", "https"] = "http"
     dns_interval: float = Field(default=2.0, gt=0)
@@ -72,6 +79,25 @@ class Settings(BaseSettings):
     upstream_keepalive: float = Field(default=2.0, ge=0)
     max_upstream_connections: int = Field(default=0, ge=0)
     max_body_size: int = Field(default=8 * MIB, ge=0)
+    max_head_size: int = Field(default=32 * KIB, ge=1 * KIB)
+    """Request line plus headers, in bytes (nginx: `large_client_header_buffers 4 8k`); more gets 431."""
+    max_headers: int = Field(default=100, ge=1)
+    """Header lines in one request (HAProxy: `tune.http.maxhdr` 101); more gets 431."""
+    head_timeout: float = Field(default=10.0, gt=0)
+    """Seconds for a request's head to arrive whole, from its first byte (from the accept for a new
+    connection; HAProxy: `timeout http-request`); then 408 and close."""
+    body_timeout: float = Field(default=20.0, gt=0)
+    """Seconds the body may take after its head, extended by one per `body_min_rate` bytes received
+    (Apache `mod_reqtimeout`: body=20,MinRate=500); then 408 and close."""
+    body_min_rate: int = Field(default=500, ge=0)
+    """Bytes per second a body must keep up after its first `body_timeout` (0: the deadline is fixed)."""
+    send_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a client may keep the proxy from writing to it (it reads nothing) before the connection is cut
+    (nginx: `send_timeout`)."""
+    keepalive_timeout: float = Field(default=75.0, gt=0)
+    """Seconds an idle keep-alive client connection stays open between requests."""
+    max_connections: int = Field(default=4096, ge=1)
+    """Open client connections on the public listener; one more is answered 503 and closed."""
     retry_after: int = Field(default=1, ge=0)
     shutdown_timeout: float = Field(default=5.0, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -121,8 +147,14 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _need_a_source(self) -> Settings:
-        if not self.backends and self.backend_dns is None:
-            raise ValueError("no backends: set MRTR_LB_BACKENDS or MRTR_LB_BACKEND_DNS")
+        if not self.backends and self.backend_dns is None and self.backends_file is None:
+            raise ValueError("no backends: set MRTR_LB_BACKENDS, MRTR_LB_BACKENDS_FILE or MRTR_LB_BACKEND_DNS")
+        return self
+
+    @model_validator(mode="after")
+    def _two_listeners(self) -> Settings:
+        if self.port != 0 and self.port == self.admin_port:
+            raise ValueError(f"MRTR_LB_ADMIN_PORT must differ from MRTR_LB_PORT ({self.port}): admin is not public")
         return self
 
     @model_validator(mode="after")

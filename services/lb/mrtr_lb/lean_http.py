@@ -18,6 +18,8 @@ from urllib.parse import unquote
 
 import httptools
 
+from .admin import JSON, jsonrpc_error_body
+from .bounds import LINGER, TOO_MANY_CONNECTIONS, Limits, head_bytes_in
 from .lean_upstream import Headers, UpstreamConnection
 
 if TYPE_CHECKING:
@@ -104,7 +106,7 @@ def _path_text(raw: bytes) -> str:
     if text is None:
         text = raw.decode("latin-1")
         text = unquote(text) if "%" in text else text
-        if len(_PATHS) < 1024:  # bounded: paths are client-controlled
+        if len(_PATHS) < 1024 and len(raw) <= 256:  # bounded in number and size: paths are client-controlled
             _PATHS[raw] = text
     return text
 
@@ -137,9 +139,6 @@ def simple_response(
 _METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")}
 """Method names decoded once."""
 
-IDLE_TIMEOUT = 75.0
-"""Seconds a client's keep-alive connection may sit idle between requests (aiohttp's default too)."""
-
 
 class Handler(Protocol):
     """What runs a connection's current request; told when the client leaves mid-request."""
@@ -151,17 +150,26 @@ Dispatch = Callable[["ClientConnection", LeanRequest], None]
 """Starts answering a request; whatever it starts calls :meth:`ClientConnection.done` exactly once."""
 
 
+class _Stop(Exception):
+    """Raised from a parser callback to stop parsing this connection at once (it was refused)."""
+
+
 class ClientConnection(asyncio.Protocol):
-    """Parses requests off one client connection and answers them in order.
+    """Parses requests off one client connection and answers them in order, within :class:`Limits`.
 
     No task per request: the dispatcher starts an answer and the answer calls
     :meth:`done`, from a protocol callback when the response is relayed, which
-    starts the next queued (pipelined) request.
+    starts the next queued (pipelined) request. A head is measured as its bytes
+    arrive (431 past the cap, before it is buffered); one timer per connection
+    watches the head and body deadlines (408) and the idle keep-alive.
     """
 
-    def __init__(self, dispatch: Dispatch, max_body: int, registry: set[ClientConnection]) -> None:
+    def __init__(self, dispatch: Dispatch, limits: Limits, registry: set[ClientConnection]) -> None:
         self._dispatch = dispatch
-        self._max_body = max_body
+        self._limits = limits
+        self._max_body = limits.max_body
+        self._max_head = limits.max_head
+        self._max_headers = limits.max_headers
         self._registry = registry
         self._parser = httptools.HttpRequestParser(self)
         self._queue: collections.deque[LeanRequest] = collections.deque()
@@ -175,10 +183,28 @@ class ClientConnection(asyncio.Protocol):
         self._expect: bytes | None = None
         self._body: list[bytes] = []
         self._size = 0
+        self._in_head = True
+        """Between requests or inside a head (not in a body): arriving bytes count towards the head cap."""
+        self._head_bytes = 0
+        self._hosts = 0
+        self._uncounted = False
+        """The head being parsed began inside a read that did not start with it (pipelined): its bytes were not
+        all counted, so its parsed size is checked when it is complete."""
+        self._tail = b""
+        """The last bytes of a read that ended inside a head: a blank line split across two reads is found."""
+        self._head_since: float | None = None
+        """When the head being read began (for a new connection: its accept), while it is not complete: only then
+        is it set, so it also says that a head is awaited."""
+        self._body_since: float | None = None
+        """When the body being read began, while it is not complete."""
+        self._paused_since: float | None = None
+        """Since when the client's receive window has been full (writing paused)."""
         self._stopped = False  # parse nothing more: the connection closes after what is queued
+        self._lingering = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._last_done = 0.0
-        self._idle: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self.transport: asyncio.Transport | None = None
         self.remote = ""
         self.handler: Handler | None = None
@@ -208,19 +234,51 @@ class ClientConnection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         self.remote = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         self._registry.add(self)
-        self._loop = asyncio.get_running_loop()
-        self._last_done = self._loop.time()
-        self._idle = self._loop.call_later(IDLE_TIMEOUT, self._check_idle)
+        self._loop = loop = asyncio.get_running_loop()
+        self._last_done = self._head_since = now = loop.time()  # the first head's deadline runs from the accept
+        self._arm(now + self._limits.head_timeout)
 
     def data_received(self, data: bytes) -> None:
         if self._stopped:
-            return
+            return  # refused (or lingering): the rest is dropped unread
+        if self._in_head:  # the head's bytes as they arrive, before the parser buffers them (inlined: every request)
+            tail = self._tail
+            if tail:
+                self._tail = b""
+                used = head_bytes_in(data, tail)
+            else:
+                at = data.find(b"\r\n\r\n")
+                used = len(data) if at < 0 else at + 4
+            if self._current is None:
+                self._uncounted = False
+            self._head_bytes += used
+            if self._head_bytes > self._max_head:
+                self._refuse(431, self._limits.head_too_large())
+                return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._refuse(400, "protocol upgrades are not supported")
         except httptools.HttpParserError as exc:
-            self._refuse(400, f"malformed request: {exc}")
+            if isinstance(exc, httptools.HttpParserCallbackError) and isinstance(exc.__context__, _Stop):
+                pass  # refused from a callback
+            else:
+                self._refuse(400, f"malformed request: {exc}")
+        if self._current is not None and not self._stopped:
+            self._unfinished(data)
+
+    def _unfinished(self, data: bytes) -> None:
+        """A read ended inside a request: note when its head (or body) began and make sure the timer sees it."""
+        assert self._loop is not None
+        limits = self._limits
+        if self._in_head:
+            self._tail = data[-3:]
+            if self._head_since is None:
+                self._head_since = now = self._loop.time()
+                self._arm(now + limits.head_timeout)
+        elif self._body_since is None:
+            self._body_since = now = self._loop.time()
+            self._arm(limits.body_deadline(now, self._size))
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Also on the client's EOF (asyncio's default): a FIN cannot be told from a client gone,
@@ -228,29 +286,74 @@ class ClientConnection(asyncio.Protocol):
         self.gone = True
         self._registry.discard(self)
         self._queue.clear()
-        if self._idle is not None:
-            self._idle.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
         handler = self.handler
         if handler is not None:
             handler.client_gone()
         self._wake()
 
-    def _check_idle(self) -> None:
-        """One timer per connection, re-armed from the last answer's time instead of once per request."""
+    # -- the one timer: head and body deadlines, idle keep-alive
+    def _arm(self, at: float) -> None:
+        """Make the timer fire at ``at`` at the latest."""
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
         assert self._loop is not None
-        idle = self._loop.time() - self._last_done
-        if not self.busy and self._current is None and idle >= IDLE_TIMEOUT:
-            self.close()
+        self._timer_at = at
+        self._timer = self._loop.call_at(at, self._check)
+
+    def _check(self) -> None:
+        """What is due: a late head or body (408), an idle connection (close); else wait for the next deadline."""
+        self._timer = None
+        if self.gone or self._lingering:
             return
-        self._idle = self._loop.call_later(max(IDLE_TIMEOUT - idle, 1.0), self._check_idle)
+        assert self._loop is not None
+        now, limits = self._loop.time(), self._limits
+        paused = self._paused_since
+        if paused is not None and now >= paused + limits.send_timeout:
+            log.info("client %s read nothing for %g s: connection cut", self.remote, limits.send_timeout)
+            self._stopped = True
+            if self.transport is not None:
+                self.transport.abort()  # a close would wait for the client to read what is buffered
+            return
+        if self._stopped:
+            at = now + limits.keepalive_timeout  # refused: its answer is queued behind the running one
+        elif self._body_since is not None and not self._in_head:
+            at = limits.body_deadline(self._body_since, self._size)
+            if now >= at:
+                self._refuse(408, limits.body_too_slow())
+                return
+        elif self._head_since is not None:
+            at = self._head_since + limits.head_timeout
+            if now >= at:
+                if self._current is None and not self.busy:
+                    self.close()  # not a byte of a request: close without a word (HAProxy, nginx)
+                else:
+                    self._refuse(408, limits.head_too_slow())
+                return
+        elif not self.busy:
+            at = self._last_done + limits.keepalive_timeout
+            if now >= at:
+                self.close()
+                return
+        else:
+            at = now + limits.keepalive_timeout  # answering: the read timeout bounds that
+        self._arm(at if paused is None else min(at, paused + limits.send_timeout))
 
     def pause_writing(self) -> None:
+        """The client reads slower than the backend writes: stop reading the backend; cut after SEND_TIMEOUT."""
         self.writing_paused = True
         if self.upstream is not None:
             self.upstream.pause(True)
+        if self._loop is not None:
+            self._paused_since = now = self._loop.time()
+            self._arm(now + self._limits.send_timeout)
 
     def resume_writing(self) -> None:
         self.writing_paused = False
+        self._paused_since = None
         if self.upstream is not None:
             self.upstream.pause(False)
 
@@ -259,10 +362,13 @@ class ClientConnection(asyncio.Protocol):
         self._url, self._body, self._size = b"", [], 0
         self._length = self._expect = None
         self._headers = []
+        self._hosts = 0
         self._current = LeanRequest(method="", target=b"", headers=self._headers, keep_alive=True, http11=True)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        if len(self._url) > self._max_head:  # only a pipelined target passes the byte count: its own cap
+            self._stop(431, self._limits.head_too_large())
 
     def on_header(self, name: bytes, value: bytes) -> None:
         """``Content-Length`` is kept apart (the body's framing is recomputed on the way out), so that the
@@ -275,36 +381,58 @@ class ClientConnection(asyncio.Protocol):
                 return
             if lower == b"expect":
                 self._expect = value
-        self._headers.append((name, value))
+        elif size == 4 and name.lower() == b"host":
+            self._hosts += 1
+        headers = self._headers
+        headers.append((name, value))
+        if len(headers) > self._max_headers:  # a flood of small headers within the byte cap
+            self._stop(431, self._limits.too_many_headers())
 
     def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+        self._head_since = None
         req = self._current
         if req is None:
             return
-        raw_method = self._parser.get_method()
+        headers = self._headers
+        if len(headers) + (self._length is not None) > self._max_headers:
+            self._stop(431, self._limits.too_many_headers())
+        if self._uncounted and len(self._url) + sum(len(n) + len(v) + 4 for n, v in headers) > self._max_head:
+            self._stop(431, self._limits.head_too_large())
+        parser = self._parser
+        raw_method = parser.get_method()
         method = _METHODS.get(raw_method)
         req.method = method if method is not None else raw_method.decode("ascii", "replace")
         req.target = self._url
-        req.http11 = self._parser.get_http_version() == "1.1"
+        req.http11 = parser.get_http_version() == "1.1"
+        if parser.should_upgrade():  # refused here, before it is dispatched: one answer, then the connection closes
+            if raw_method == b"CONNECT":
+                self._stop(501, "CONNECT is not supported")
+            else:
+                self._stop(400, "protocol upgrades are not supported")
+        url = self._url
+        if url[:1] != b"/" and not url[:8].lower().startswith((b"http://", b"https://")):
+            self._stop(400, "malformed request: the target is neither a path nor an absolute URL")
+        if self._hosts != 1 and (self._hosts or req.http11):  # RFC 9112 3.2: exactly one (HTTP/1.0 may omit it)
+            self._stop(400, "a request needs exactly one Host header" if self._hosts else "no Host header")
         length = self._length
         if length is not None and length.strip().isdigit() and int(length) > self._max_body:
-            self._refuse(413, f"request body larger than {self._max_body} bytes")
-            return
+            self._stop(413, f"request body larger than {self._max_body} bytes")
         expect = self._expect
         if expect is not None and expect.lower() == b"100-continue" and self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
-        if self._stopped:
-            return
         self._size += len(body)
         if self._size > self._max_body:
-            self._refuse(413, f"request body larger than {self._max_body} bytes")
-            return
+            self._stop(413, f"request body larger than {self._max_body} bytes")
         self._body.append(body)
 
     def on_message_complete(self) -> None:
         req, self._current = self._current, None
+        self._in_head = self._uncounted = True  # a head that begins later in this read is not counted by bytes
+        self._body_since = None
         if req is None or self._stopped:
             return
         body = self._body
@@ -314,6 +442,11 @@ class ClientConnection(asyncio.Protocol):
         self._enqueue(req)
 
     # -- answering
+    def _stop(self, status: int, message: str) -> None:
+        """Refuse from inside a parser callback and stop the parser at once (nothing after it is parsed)."""
+        self._refuse(status, message)
+        raise _Stop
+
     def _refuse(self, status: int, message: str) -> None:
         """Answer this request with an error and read nothing more: its unread rest is not a request."""
         if self._stopped:
@@ -321,6 +454,8 @@ class ClientConnection(asyncio.Protocol):
         self._stopped = True
         req = self._current or LeanRequest(method="", target=b"/", headers=[], keep_alive=False, http11=True)
         self._current = None
+        if not req.target:
+            req.target = self._url or b"/"
         req.reject, req.keep_alive = (status, message), False
         self._enqueue(req)
 
@@ -352,8 +487,13 @@ class ClientConnection(asyncio.Protocol):
             return
         self._active = self.handler = None
         if self._loop is not None:
-            self._last_done = self._loop.time()
-        if not req.keep_alive:
+            self._last_done = now = self._loop.time()
+            if self._timer_at > now + self._limits.keepalive_timeout:  # rarely the nearest deadline
+                self._arm(now + self._limits.keepalive_timeout)
+        if req.reject is not None:
+            self._queue.clear()
+            self.linger()
+        elif not req.keep_alive:
             self._queue.clear()
             self.close()
         else:
@@ -377,6 +517,54 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def linger(self) -> None:
+        """Close a refused connection gently: send the answer and a FIN, drop what still comes for a moment,
+        then close. Closing at once with unread bytes would reset the connection and could lose the answer."""
+        self._stopped = self._lingering = True
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if transport.can_write_eof():
+            transport.write_eof()
+        assert self._loop is not None
+        self._loop.call_later(LINGER, transport.abort)
+
     def cut(self) -> None:
         """End the connection mid-response, after what was written: the client sees the truncation."""
         self.close()
+
+
+class Overloaded(asyncio.Protocol):
+    """A connection over the cap: one 503 and a FIN at once, its bytes dropped, closed after a moment.
+
+    These linger too (see :meth:`ClientConnection.linger`), but only so many at once
+    (``lingering``, shared by the listener): past that, one is closed right after its answer.
+    """
+
+    def __init__(self, retry_after: int, lingering: set[Overloaded], max_lingering: int) -> None:
+        self._retry_after = retry_after
+        self._lingering = lingering
+        self._max_lingering = max_lingering
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        real = self._transport = cast(asyncio.Transport, transport)
+        body = jsonrpc_error_body(TOO_MANY_CONNECTIONS)
+        extra = [(b"Retry-After", str(self._retry_after).encode())]
+        real.write(simple_response(503, body, JSON, keep_alive=False, extra=extra))
+        if len(self._lingering) >= self._max_lingering:
+            real.close()
+            return
+        self._lingering.add(self)
+        if real.can_write_eof():
+            real.write_eof()
+        asyncio.get_running_loop().call_later(LINGER, real.abort)
+
+    def data_received(self, data: bytes) -> None:
+        pass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lingering.discard(self)

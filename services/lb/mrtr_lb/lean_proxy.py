@@ -32,6 +32,8 @@ _REQUEST_SPECIAL = _REQUEST_DROP | {_XFF}
 
 HEAD_CACHE_SIZE = 16
 """Header blocks kept per client connection (a few tools and methods; requests that vary every time miss)."""
+HEAD_CACHE_BLOCK = 4096
+"""Larger header blocks are built for their request only: what a connection keeps stays small (16 x 4 KiB)."""
 
 
 class HeaderBlock:
@@ -62,7 +64,7 @@ def upstream_request(req: LeanRequest, backend: Backend, client: ClientConnectio
     entry = blocks.get(key)
     if entry is None:
         entry = HeaderBlock(backend.url, header_block(req, backend, client.remote))
-        if len(blocks) < HEAD_CACHE_SIZE:
+        if len(blocks) < HEAD_CACHE_SIZE and len(entry.block) <= HEAD_CACHE_BLOCK:
             blocks[key] = entry
     req.sent_with = entry
     path, query = req.path_and_query

@@ -1,25 +1,29 @@
 """The lean engine: an asyncio server of :class:`ClientConnection` protocols, no web framework.
 
 Chosen with ``MRTR_LB_ENGINE=lean``. It serves the same paths as the aiohttp
-engine (the proxied paths, the ``/lb/`` admin API, 404 for anything else)
-over the same pool, health checks and discovery.
+engine (the proxied paths, 404 for anything else: the ``/lb/`` admin API is on
+the admin listener, :mod:`admin_server`) over the same pool, health checks and
+discovery, within the same bounds (:mod:`bounds`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from urllib.parse import parse_qsl
 
-from .admin import PREFIX, Admin, jsonrpc_error_body
+from .admin import jsonrpc_error_body
 from .backends import BackendPool
 from .background import background
 from .balancing import picker
+from .bounds import Limits
 from .config import Settings
 from .discovery import Resolver
-from .lean_http import ClientConnection, LeanRequest, simple_response
+from .lean_http import ClientConnection, LeanRequest, Overloaded, simple_response
 from .lean_proxy import JSON, LeanProxy
 from .metrics import LbMetrics
+
+MAX_LINGERING = 256
+"""Refused connections (over the cap) that may linger at once; more are closed right after their 503."""
 
 
 class LeanServer:
@@ -31,10 +35,11 @@ class LeanServer:
         self.pool.picker = picker(settings.balance)
         self.metrics = LbMetrics()
         self._resolver = resolver
-        self._admin = Admin(self.pool, self.metrics)
         self._proxy = LeanProxy(self.pool, self.metrics, settings)
         self._paths = frozenset(settings.proxy_paths)
+        self._limits = Limits.from_settings(settings)
         self._connections: set[ClientConnection] = set()
+        self._lingering: set[Overloaded] = set()
         self._stack = contextlib.AsyncExitStack()
         self._server: asyncio.Server | None = None
         self.port = settings.port
@@ -42,10 +47,9 @@ class LeanServer:
     async def start(self) -> LeanServer:
         await self._stack.enter_async_context(background(self.settings, self.pool, self._resolver, self.metrics))
         loop = asyncio.get_running_loop()
-        limit = self.settings.max_body_size
         try:
             self._server = await loop.create_server(
-                lambda: ClientConnection(self.dispatch, limit, self._connections),
+                self._connection,
                 self.settings.host,
                 self.settings.port,
                 reuse_address=True,
@@ -57,7 +61,14 @@ class LeanServer:
         self._proxy.start()
         return self
 
+    def _connection(self) -> asyncio.Protocol:
+        """A protocol for a new client connection; past ``MAX_CONNECTIONS`` a 503 and a close."""
+        if len(self._connections) >= self._limits.max_connections:
+            return Overloaded(self.settings.retry_after, self._lingering, MAX_LINGERING)
+        return ClientConnection(self.dispatch, self._limits, self._connections)
+
     def dispatch(self, client: ClientConnection, req: LeanRequest) -> None:
+        """The proxied paths go to a worker; anything else (``/lb/`` included) is 404 here."""
         path = req.path
         if path in self._paths:
             self._proxy.handle(client, req, path)
@@ -66,10 +77,6 @@ class LeanServer:
         if req.reject is not None:
             status, message = req.reject
             body, kind = jsonrpc_error_body(message, -32600), JSON
-        elif path == PREFIX or path.startswith(PREFIX + "/"):
-            query = dict(parse_qsl(req.path_and_query[1].decode("latin-1"), keep_blank_values=True))
-            reply = self._admin.answer(req.method, path, query)
-            status, body, kind = reply.status, reply.body, reply.content_type
         else:
             status, kind = 404, JSON
             body = jsonrpc_error_body(f"{path} is not served through this proxy", -32601)

@@ -83,8 +83,25 @@ def container_ip(container: Container) -> str:
     return str(next(iter(networks.values()))["IPAddress"])
 
 
+LB_ADMIN_PORT = 8090
+"""The proxy's admin listener in its container: not published; this host reaches it at the container's address."""
+
+
 @pytest.fixture(scope="session")
-def lb(lb_url: str) -> Iterator[LbAdmin]:
-    """The proxy's admin API."""
-    with LbAdmin(lb_url) as admin:
+def admin_token() -> str:
+    """The fleet's admin token (the compose secret `admin_token`): the workers' /admin and the proxy's admin."""
+    return (ROOT / "secrets" / "admin-token").read_text().strip()
+
+
+@pytest.fixture(scope="session")
+def lb_admin_url(engine: docker.DockerClient, project: str) -> str:
+    labels = [f"com.docker.compose.project={project}", "com.docker.compose.service=lb"]
+    (proxy,) = engine.containers.list(filters={"label": labels, "status": "running"})
+    return f"http://{container_ip(proxy)}:{LB_ADMIN_PORT}"
+
+
+@pytest.fixture(scope="session")
+def lb(lb_admin_url: str, admin_token: str) -> Iterator[LbAdmin]:
+    """The proxy's admin API, on its admin listener with the fleet's token."""
+    with LbAdmin(lb_admin_url, admin_token) as admin:
         yield admin

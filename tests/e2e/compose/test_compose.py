@@ -86,6 +86,26 @@ def test_the_workers_admin_endpoints_want_the_operator_token(containers: Service
     assert httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=10).status_code == 200
 
 
+def test_the_proxys_admin_is_on_its_unpublished_port_and_wants_the_token(
+    lb_url: str, lb_admin_url: str, admin_token: str
+) -> None:
+    for path in ("/lb/backends", "/lb/healthz", "/lb/metrics"):
+        assert httpx.get(f"{lb_url}{path}", timeout=10).status_code == 404, f"{path} on the published port"
+    assert httpx.get(f"{lb_admin_url}/lb/backends", timeout=10).status_code == 401
+    answer = httpx.get(f"{lb_admin_url}/lb/backends", headers={"Authorization": f"Bearer {admin_token}"}, timeout=10)
+    assert answer.status_code == 200
+    assert {entry["source"] for entry in answer.json()} == {"dns"}
+
+
+@BALANCERS
+def test_only_mcp_and_the_vault_pages_are_forwarded(balancer_url: str) -> None:
+    """A worker's /admin, /metrics and probes are not reachable through either balancer; /mcp reaches a worker."""
+    for path in ("/admin/state", "/admin/drain", "/metrics", "/readyz", "/healthz", "/lb/backends", "/"):
+        assert httpx.get(f"{balancer_url}{path}", timeout=10).status_code == 404, path
+    assert httpx.post(f"{balancer_url}/admin/drain", timeout=10).status_code == 404
+    assert httpx.post(f"{balancer_url}/mcp", json={}, timeout=10).status_code == 401, "a worker wants a token"
+
+
 @BALANCERS
 def test_a_long_computation_hops_across_containers_and_is_right(balancer_url: str, token: str) -> None:
     with Client(f"{balancer_url}/mcp", token=token) as client:
@@ -95,7 +115,7 @@ def test_a_long_computation_hops_across_containers_and_is_right(balancer_url: st
 
 
 def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
-    lb: LbAdmin, containers: ServiceContainers, token: str
+    lb: LbAdmin, lb_url: str, containers: ServiceContainers, token: str
 ) -> None:
     limit = 1_000_000_000
     box: list[Any] = []
@@ -113,7 +133,7 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
     def call() -> None:
         try:
             http = httpx.Client(timeout=120, event_hooks={"response": [count_hand_backs]})
-            with Client(f"{lb.url}/mcp", http=http, token=token) as client:
+            with Client(f"{lb_url}/mcp", http=http, token=token) as client:
                 box.append(client.call_tool("count_primes", {"limit": limit}))
         except Exception as exc:
             box.append(exc)
@@ -143,7 +163,7 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
 
 
 def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
-    lb: LbAdmin, containers: ServiceContainers, token: str
+    lb: LbAdmin, lb_url: str, containers: ServiceContainers, token: str
 ) -> None:
     (proxy,) = containers("lb")
     started_at = proxy.attrs["State"]["StartedAt"]
@@ -154,7 +174,7 @@ def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
 
     wait_until(five_in_rotation, timeout=60, interval=0.1, what="five healthy backends in the proxy")
     seen = set()
-    with httpx.Client() as http, Client(f"{lb.url}/mcp", http=http, token=token) as client:
+    with httpx.Client() as http, Client(f"{lb_url}/mcp", http=http, token=token) as client:
         for n in range(15):
             done = client.call_tool("echo", {"text": str(n)})
             seen.add(done.trace.hops[-1].instance)

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import httpx
 import pytest
 
 from mrtr_client import AuthenticationFailed, Client, ScriptedInputs
-from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.swarm.stack import POLL_SECONDS, SwarmStack
 from mrtr_ops.swarm.walkthrough import CLUSTER_FILES, LOADTEST_FILES, Options, in_rotation, run
 from mrtr_ops.waiting import wait_until
@@ -46,7 +46,7 @@ def test_the_services_run_with_the_declared_rolling_update(stack: SwarmStack) ->
     assert task["ContainerSpec"]["StopGracePeriod"] == 30 * SECOND
     assert worker["EndpointSpec"] == {"Mode": "dnsrr"}
     lb: dict[str, Any] = stack.spec("lb")["EndpointSpec"]
-    assert [(p["PublishMode"], p["TargetPort"]) for p in lb["Ports"]] == [("host", 8080)]
+    assert [(p["PublishMode"], p["TargetPort"]) for p in lb["Ports"]] == [("host", 8080)], "the admin port is not"
 
 
 def test_the_workers_keep_the_images_health_check_with_more_patience(
@@ -82,8 +82,7 @@ def test_the_task_store_is_one_healthy_redis_pinned_to_its_node_and_never_double
 def test_the_proxy_found_every_worker_through_tasks_dns_and_spreads_calls(
     stack: SwarmStack, lb_url: str, token: str
 ) -> None:
-    with LbAdmin(lb_url) as lb:
-        listing = lb.backends()
+    listing = stack.lb_backends()
     assert len(listing) == 3
     assert {b["source"] for b in listing} == {"dns"}
     seen = set()
@@ -93,6 +92,15 @@ def test_the_proxy_found_every_worker_through_tasks_dns_and_spreads_calls(
         for n in range(9):
             seen.add(client.call_tool("echo", {"text": str(n)}).trace.hops[-1].instance)
     assert len(seen) == 3
+
+
+def test_the_published_port_serves_no_admin_path(lb_url: str) -> None:
+    """The proxy's admin API is on its unpublished admin port (asked above inside its container), not here."""
+    for path in ("/lb/backends", "/lb/healthz", "/lb/metrics"):
+        response = httpx.get(f"{lb_url}{path}", timeout=10)
+        assert response.status_code == 404, path
+    drain = httpx.post(f"{lb_url}/lb/backends/drain", params={"url": "http://worker:8000"}, timeout=10)
+    assert drain.status_code == 404
 
 
 def test_without_a_token_the_stack_refuses(lb_url: str) -> None:
@@ -109,7 +117,7 @@ def test_scaling_the_service_is_followed_by_the_proxy_without_a_restart(
     stack.scale("worker", 4)
     try:
         wait_until(
-            lambda: in_rotation(lb_url) == 4,
+            lambda: in_rotation(stack) == 4,
             timeout=120,
             interval=POLL_SECONDS,
             what="four workers in the proxy's rotation",
@@ -123,13 +131,12 @@ def test_scaling_the_service_is_followed_by_the_proxy_without_a_restart(
         )
     finally:
         stack.scale("worker", 3)  # the next test's rolling update counts three slots, whatever happened here
-    with LbAdmin(lb_url) as lb:
-        wait_until(
-            lambda: in_rotation(lb_url) == 3 and len(lb.backends()) == 3,
-            timeout=120,
-            interval=POLL_SECONDS,
-            what="three workers again",
-        )
+    wait_until(
+        lambda: in_rotation(stack) == 3 and len(stack.lb_backends()) == 3,
+        timeout=120,
+        interval=POLL_SECONDS,
+        what="three workers again",
+    )
     stack.wait_converged("worker")
     assert next(t for t in stack.tasks("lb") if t.running).id == proxy.id, "the proxy must not have been replaced"
     # The swarm forgets a task scaled away; the engine's events still tell how its container ended.

@@ -99,8 +99,33 @@ def test_the_proxy_settings_are_ones_it_reads(cluster: list[Manifest], monkeypat
         monkeypatch.setenv(name, value)
     settings = LbSettings()
     assert settings.dns_target is not None
-    assert container_port(lb, lb["readinessProbe"]["httpGet"]["port"]) == settings.port == 8080
-    assert lb["readinessProbe"]["httpGet"]["path"] == "/lb/healthz"
+    assert container_port(lb, "http") == settings.port == 8080
+    for probe in ("readinessProbe", "livenessProbe"):  # the one admin call that needs no token
+        assert container_port(lb, lb[probe]["httpGet"]["port"]) == settings.admin_port == 8090
+        assert lb[probe]["httpGet"]["path"] == "/lb/healthz"
+    assert settings.admin_host == "0.0.0.0", "on the pod's address: the kubelet probes it there"
+
+
+def test_the_proxys_admin_port_is_in_no_service_and_only_admitted_pods_reach_it(cluster: list[Manifest]) -> None:
+    deployment = find(cluster, "Deployment", "lb")
+    lb = container(deployment, "lb")
+    admin = container_port(lb, "admin")
+    for service in (m for m in cluster if m["kind"] == "Service"):
+        for port in service["spec"]["ports"]:
+            if selects(service["spec"].get("selector", {}), pod_labels(deployment)):
+                assert container_port(lb, port["targetPort"]) != admin, service["metadata"]["name"]
+    policy = find(cluster, "NetworkPolicy", "lb")["spec"]
+    assert selects(policy["podSelector"]["matchLabels"], pod_labels(deployment))
+    assert policy["policyTypes"] == ["Ingress"]
+    public, private = policy["ingress"]
+    assert "from" not in public, "anyone may reach the public port"
+    assert [container_port(lb, p["port"]) for p in public["ports"]] == [8080]
+    (peer,) = private["from"]
+    assert set(peer) == {"podSelector"}, "pods of this namespace only"
+    assert peer["podSelector"]["matchLabels"] == {"mrtr-lb-admin": "true"}
+    for workload in (find(cluster, "Deployment", "worker"), deployment):
+        assert not selects(peer["podSelector"]["matchLabels"], pod_labels(workload)), "no pod of ours has it"
+    assert [container_port(lb, p["port"]) for p in private["ports"]] == [admin]
 
 
 def test_the_worker_settings_are_ones_it_reads(
