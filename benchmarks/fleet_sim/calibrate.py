@@ -276,9 +276,9 @@ def start_up(cluster: LocalCluster, times: int) -> StartUp:
         walls.append(time.monotonic() - started)
         cpus.append(sum(cpu_seconds(pid) for pid in [handle.process.pid, *_children(handle.process.pid)]))
         cluster.workers.pop(handle.instance_id)
-        cluster.lb.remove(handle.lb_url)
         pool = _children(handle.process.pid)
         handle.process.stop()
+        cluster.forget_worker(handle)  # out of the proxy's discovery (its admin API has no "remove")
         for pid in pool:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
