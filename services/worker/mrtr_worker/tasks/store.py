@@ -32,6 +32,14 @@ Every write is one optimistic transaction (WATCH the task, check `rev`,
 MULTI/EXEC): the checkpoint, the acknowledgement of the slice just run and
 the message of the next one land together or not at all, so a slice is
 never lost and never runs from a stale checkpoint.
+
+Replicas (Sentinel mode): the writes that acknowledge something (a creation,
+a checkpoint, a re-seal) go through `_transaction`, which with
+`MRTR_WORKER_REDIS_WAIT_REPLICAS` set sends Redis's `WAIT` after EXEC and
+raises `NotReplicated` when too few replicas confirmed in time (the write
+stays on the primary: Redis has no rollback). Acknowledgements of slices and
+put-backs do not wait: losing one in a failover brings a slice back through
+its lease, which the revision check already handles.
 """
 
 from __future__ import annotations
@@ -44,12 +52,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import redis.asyncio as redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError, WatchError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from mrtr_worker import redis_link
+from mrtr_worker.redis_link import RedisTarget, ReplicatedPipeline, WaitPolicy
 from mrtr_worker.tasks.principal import principal_digest
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.sealing import RecordSealer
@@ -62,6 +68,7 @@ _RESEAL_ATTEMPTS = 3
 _SCAN_BATCH = 200
 _FORGET_RUNNER_MS = 3_600_000
 """Workers not heard from for an hour leave the `runners` set."""
+NO_WAIT = WaitPolicy()
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +116,10 @@ def now_ms() -> int:
 
 
 class TaskStore:
-    def __init__(self, client: redis.Redis, sealer: RecordSealer, *, prefix: str) -> None:
+    def __init__(self, client: redis.Redis, sealer: RecordSealer, *, prefix: str, wait: WaitPolicy = NO_WAIT) -> None:
         self.client = client
+        self.wait = wait
+        """Replicas every write of a task waits for (`_transaction`); off by default."""
         self._sealer = sealer
         self._prefix = prefix
         self.stream = f"{prefix}slices"
@@ -119,21 +128,24 @@ class TaskStore:
         self.runner_rates = f"{prefix}runner-rates"
 
     @classmethod
-    def connect(cls, url: str, sealer: RecordSealer, *, prefix: str) -> TaskStore:
+    def connect(
+        cls, target: RedisTarget | str, sealer: RecordSealer, *, prefix: str, wait: WaitPolicy = NO_WAIT
+    ) -> TaskStore:
         """A client that fails fast (a task call waits at most a few seconds for an unreachable Redis) and
         retries a command a few times on a dropped connection, so a Redis restart costs no error once it is back.
 
         Five retries back off 0.1 + 0.2 + 0.4 + 0.5 + 0.5 s: a restart (stop, start on the same data) took
-        0.4 to 0.6 s on a loaded two-core machine, too close to the 0.7 s that three retries allowed."""
-        client = redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=2.0,
-            socket_connect_timeout=1.0,
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), _COMMAND_RETRIES),
-            retry_on_error=[RedisConnectionError, RedisTimeoutError],
-        )
-        return cls(client, sealer, prefix=prefix)
+        0.4 to 0.6 s on a loaded two-core machine, too close to the 0.7 s that three retries allowed.
+        `target`: a URL, or sentinels (`mrtr_worker.redis_link`): then every new connection asks them for the
+        primary, so the same retries carry a command across a failover that completes within them."""
+        where = RedisTarget(url=target) if isinstance(target, str) else target
+        return cls(redis_link.connect(where, retries=_COMMAND_RETRIES), sealer, prefix=prefix, wait=wait)
+
+    def _transaction(self) -> ReplicatedPipeline:
+        """A MULTI/EXEC pipeline for a task's write: with `wait` on, its `execute()` also waits for the replicas
+        (WAIT on the same connection) and raises `NotReplicated` when too few acknowledged in time. Every
+        write that acknowledges a creation or a checkpoint goes through here."""
+        return ReplicatedPipeline(self.client, self.wait)
 
     def task_key(self, task_id: str) -> str:
         return f"{self._prefix}task:{task_id}"
@@ -167,7 +179,7 @@ class TaskStore:
         for _ in range(_RETRIES):
             now = now_ms()
             await self.client.zremrangebyscore(live, "-inf", now)  # tasks that expired unfinished hold no place
-            async with self.client.pipeline(transaction=True) as pipe:
+            async with self._transaction() as pipe:
                 try:
                     await pipe.watch(live)
                     if await pipe.zcard(live) >= max_live:
@@ -214,7 +226,7 @@ class TaskStore:
         """
         key = self.task_key(record.task_id)
         for _ in range(_RETRIES):
-            async with self.client.pipeline(transaction=True) as pipe:
+            async with self._transaction() as pipe:
                 try:
                     await pipe.watch(key)
                     rev = await pipe.hget(key, "rev")
@@ -291,7 +303,7 @@ class TaskStore:
     async def _reseal(self, key: str, task_id: str) -> ResealOutcome:
         """One record: the name of the `ResealCounts` field it counts under."""
         for _ in range(_RESEAL_ATTEMPTS):
-            async with self.client.pipeline(transaction=True) as pipe:
+            async with self._transaction() as pipe:
                 try:
                     await pipe.watch(key)
                     sealed = cast(str | None, await pipe.hget(key, "rec"))
