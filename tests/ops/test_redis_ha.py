@@ -7,6 +7,8 @@ running while the primary is killed completes exactly, every worker reaches the 
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,12 +16,15 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 from mrtr_client import Client, TaskExchange
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.local.redis_ha import SENTINELS_VARIABLE, RedisHA, SentinelTiming
 from mrtr_ops.waiting import wait_until
+from mrtr_worker import redis_link
 from mrtr_worker.compute.primes import KNOWN_COUNTS
+from mrtr_worker.redis_link import RedisTarget, parse_sentinels
 from tests.ops.conftest import MakeCluster
 from tests.ops.test_cluster_redis import RunCli, environ, run_cli
 
@@ -81,6 +86,38 @@ def test_a_failover_keeps_acknowledged_writes_and_the_dead_node_returns_as_a_rep
         with _client(old.port) as client:
             assert client.get(f"test:kept:{round_}") == "yes"
         assert ha.primary() is new
+
+
+def test_a_client_leaves_an_old_primary_that_comes_back(ha: RedisHA) -> None:
+    """The primary paused (a partition), the sentinels fail over, it wakes: until the sentinels demote it (they
+    look at it every ten seconds), it still acts as a primary. The worker's client must not go on using its
+    open connection to it: redis-py alone does, until a write fails on it or Sentinel kills its clients."""
+    target = RedisTarget(sentinels=parse_sentinels(ha.sentinel_addresses.split(",")))
+
+    async def role(client: aioredis.Redis) -> tuple[str, int]:
+        reply = await client.execute_command("ROLE")  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        info = await client.info("server")
+        return str(reply[0]), int(info["tcp_port"])
+
+    async def scenario() -> None:
+        client = redis_link.connect(target, retries=5)
+        try:
+            old = ha.primary()
+            assert await role(client) == ("master", old.port)  # its connection is now open, and pooled
+            ha.pause_primary()
+            try:
+                new = await asyncio.to_thread(ha.wait_for_failover, old, 60.0)
+            finally:
+                assert old.popen is not None
+                old.popen.send_signal(signal.SIGCONT)  # awake, not yet demoted
+            try:
+                assert await role(client) == ("master", new.port)
+            finally:
+                await asyncio.to_thread(ha.resume, old, 60.0)
+        finally:
+            await client.aclose()
+
+    asyncio.run(scenario())
 
 
 def test_a_restart_refuses_a_running_node(ha: RedisHA) -> None:

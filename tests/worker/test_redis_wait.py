@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 from mrtr_ops.local.redis import RedisServer
 from mrtr_ops.waiting import wait_until
 from mrtr_worker.keyring import new_ring
-from mrtr_worker.redis_link import NotReplicated, WaitPolicy
+from mrtr_worker.redis_link import NotReplicated, WaitPolicy, wait_for_replicas
 from mrtr_worker.state_codec import FleetStateCodec
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS, TaskRecord
 from mrtr_worker.tasks.sealing import RecordSealer
@@ -120,5 +121,32 @@ def test_a_write_no_replica_confirms_is_not_acknowledged_but_stays_on_the_primar
         finally:
             await waiting.close()
             await plain.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_wait_whose_answer_is_late_drops_its_connection(pair: tuple[RedisServer, RedisServer]) -> None:
+    """A primary that stops answering mid-WAIT (paused: a partition): the late answer must never be read as the
+    answer to the next command on that connection (it was: an int where a list was due, in the benchmark)."""
+    primary, _ = pair
+    process = primary.popen
+    assert process is not None
+
+    async def scenario() -> None:
+        client = aioredis.Redis(port=primary.port, decode_responses=True)
+        connection = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            await connection.send_command("SET", "test:late", "1")
+            assert await connection.read_response() == "OK"
+            process.send_signal(signal.SIGSTOP)
+            try:
+                assert await wait_for_replicas(connection, WaitPolicy(1, 100)) is None  # the read timed out
+            finally:
+                process.send_signal(signal.SIGCONT)
+            await connection.send_command("PING")
+            assert await connection.read_response() == "PONG"  # a fresh connection, not WAIT's late answer
+        finally:
+            await client.connection_pool.release(connection)
+            await client.aclose()
 
     asyncio.run(scenario())

@@ -1,0 +1,373 @@
+"""The two loads of the failover benchmark, and what each counts as acknowledged and as lost.
+
+* `TaskTraffic`: tasks as users make them, through a cluster's proxy. A
+  creation is *acknowledged* when `tools/call` answered `CreateTaskResult`; it
+  is *lost* when `tasks/get` later answers "Task not found". Every `tasks/get`
+  answer is remembered per task (its steps done, from the status message, and
+  whether it was terminal); a *checkpoint lost as a client sees it* is an
+  answer showing fewer steps than an earlier one, or a task seen terminal and
+  then working again: the store went back to an older checkpoint. Every call
+  is logged (start, end, outcome), to time how long task calls fail.
+* `StoreWriter`: the worker's own `TaskStore` (through Sentinel, with its
+  retries and its WAIT policy) writing records and checkpoints as fast as it
+  can. A write is *acknowledged* when `create` or `commit` returned (with WAIT
+  on: after a replica confirmed it). A creation is *lost* when the record is
+  gone; a checkpoint is *lost* when the record's revision is below the last
+  acknowledged one. Both are seen as soon as the writer reads the record back
+  (it does after any refused or failed write) and again at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import re
+import secrets
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+from redis.exceptions import RedisError
+
+from benchmarks._cluster import PrimesCall
+from mrtr_protocol import events
+from mrtr_protocol.tasks import TASK_ID_PARAM, TASK_RESULT_TYPE, TASKS_GET, with_tasks
+from mrtr_protocol.wire import encode_request, request_headers, request_meta
+from mrtr_worker.compute.primes import KNOWN_COUNTS
+from mrtr_worker.keyring import new_ring
+from mrtr_worker.redis_link import NotReplicated, RedisTarget, WaitPolicy, parse_sentinels
+from mrtr_worker.state_codec import FleetStateCodec
+from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS, TaskRecord
+from mrtr_worker.tasks.sealing import RecordSealer
+from mrtr_worker.tasks.store import Stored, TaskStore, now_ms
+from mrtr_worker.tasks.wire import Status
+
+_STEPS = re.compile(r"^(\d+) steps done")
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class CallLog:
+    """One task call: what it was, when it ran (monotonic seconds), and whether it got its answer."""
+
+    kind: str
+    started: float
+    ended: float
+    ok: bool
+    reason: str = ""
+
+
+@dataclass
+class Seen:
+    """What the answers so far said of one task."""
+
+    steps: int = 0
+    terminal: bool = False
+    result: dict[str, Any] | None = None
+
+
+@dataclass
+class TaskTraffic:
+    """Creators and one follower on one cluster; `max_live` bounds the unfinished tasks (the principal's cap)."""
+
+    url: str
+    call: PrimesCall
+    max_live: int = 12
+    poll_seconds: float = 0.2
+    acknowledged: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, Seen] = field(default_factory=dict)
+    regressions: list[tuple[str, str]] = field(default_factory=list)
+    calls: list[CallLog] = field(default_factory=list)
+    lost: set[str] = field(default_factory=set)
+    _ids: int = 0
+
+    async def run(self, stop: asyncio.Event, creators: int = 2) -> None:
+        async with httpx.AsyncClient(timeout=30) as http:
+            await asyncio.gather(*(self._create(http, stop) for _ in range(creators)), self._follow(http, stop))
+
+    async def finish(self, seconds: float) -> None:
+        """Follow every task to its end (for at most `seconds`), then ask once more for each: the final audit."""
+        deadline = time.monotonic() + seconds
+        async with httpx.AsyncClient(timeout=30) as http:
+            while self._live() and time.monotonic() < deadline:
+                await self._poll_all(http)
+                await asyncio.sleep(self.poll_seconds)
+            for task_id in list(self.acknowledged):
+                await self._get(http, task_id)
+
+    def unfinished(self) -> int:
+        return len(self._live())
+
+    def correct(self) -> int:
+        """Tasks whose result has the exact prime count."""
+        return sum(1 for s in self.seen.values() if s.result is not None and self._exact(s.result))
+
+    def wrong(self) -> int:
+        """Tasks that completed with any other result."""
+        return sum(1 for s in self.seen.values() if s.result is not None and not self._exact(s.result))
+
+    def _exact(self, result: dict[str, Any]) -> bool:
+        return bool(result.get("structuredContent") == {"count": KNOWN_COUNTS[self.call.limit]})
+
+    def _live(self) -> list[str]:
+        return [t for t in self.acknowledged if t not in self.lost and not self.seen.get(t, Seen()).terminal]
+
+    async def _create(self, http: httpx.AsyncClient, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            if len(self._live()) >= self.max_live:
+                await asyncio.sleep(0.05)
+                continue
+            params = {"_meta": request_meta(with_tasks({})), "name": "count_primes", "arguments": self.call.arguments}
+            result, reason = await self._rpc(http, "tools/call", params)
+            if result is not None and result.get("resultType") == TASK_RESULT_TYPE:
+                task_id = str(result[TASK_ID_PARAM])
+                self.acknowledged[task_id] = time.monotonic()
+                self._note(task_id, result)
+            elif result is not None:
+                self.calls[-1] = replace(self.calls[-1], ok=False, reason="not a task")
+            if reason:
+                await asyncio.sleep(0.1)
+
+    async def _follow(self, http: httpx.AsyncClient, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self._poll_all(http)
+            await asyncio.sleep(self.poll_seconds)
+
+    async def _poll_all(self, http: httpx.AsyncClient) -> None:
+        for task_id in self._live():
+            await self._get(http, task_id)
+
+    async def _get(self, http: httpx.AsyncClient, task_id: str) -> None:
+        params = {TASK_ID_PARAM: task_id, "_meta": request_meta(with_tasks({}))}
+        result, reason = await self._rpc(http, TASKS_GET, params)
+        if result is not None:
+            self._note(task_id, result)
+        elif reason == "unknown_task":
+            self.lost.add(task_id)
+
+    def _note(self, task_id: str, result: dict[str, Any]) -> None:
+        status = str(result.get("status"))
+        match = _STEPS.match(str(result.get("statusMessage") or ""))
+        steps = int(match.group(1)) if match else 0
+        before = self.seen.setdefault(task_id, Seen())
+        if before.terminal and status not in TERMINAL:
+            self.regressions.append((task_id, f"seen {status} after a terminal status"))
+        elif steps < before.steps:
+            self.regressions.append((task_id, f"{steps} steps done after {before.steps}"))
+        before.steps = max(before.steps, steps)
+        if status in TERMINAL:
+            before.terminal = True
+            outcome = result.get("result")
+            if status == "completed" and isinstance(outcome, dict):
+                before.result = outcome
+
+    async def _rpc(
+        self, http: httpx.AsyncClient, method: str, params: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, str]:
+        """One request: (result, "") or (None, why it failed); logged either way."""
+        self._ids += 1
+        started = time.monotonic()
+        reason = ""
+        result: dict[str, Any] | None = None
+        try:
+            reply = await http.post(
+                self.url, content=encode_request(self._ids, method, params), headers=request_headers(method, params)
+            )
+            message = events.response(reply.headers.get("content-type", ""), reply.content) or {}
+            if "result" in message:
+                result = message["result"]
+            else:
+                error = message.get("error") or {}
+                data = error.get("data")
+                named = data.get("reason") if isinstance(data, dict) else None
+                reason = str(named or f"HTTP {reply.status_code} {error.get('message', '')}"[:80])
+        except (httpx.HTTPError, ValueError) as exc:
+            reason = type(exc).__name__
+        self.calls.append(CallLog("create" if method == "tools/call" else "get", started, time.monotonic(), not reason))
+        if reason:
+            self.calls[-1] = replace(self.calls[-1], reason=reason)
+        return result, reason
+
+
+@dataclass
+class StoreWriter:
+    """Records and checkpoints written straight through `store` by `writers` loops, `commits` per record."""
+
+    store: TaskStore
+    writers: int = 4
+    commits: int = 20
+    acked: dict[str, int] = field(default_factory=dict)
+    """Highest acknowledged revision of every record whose creation was acknowledged."""
+    lost_creations: set[str] = field(default_factory=set)
+    lost_checkpoints: dict[str, int] = field(default_factory=dict)
+    """Per record: the acknowledged revisions it lost (the largest drop seen)."""
+    unconfirmed: int = 0
+    """Writes refused because too few replicas confirmed them in time (WAIT)."""
+    failed: int = 0
+    """Writes that failed otherwise (no primary reachable, a primary refusing writes without replicas)."""
+    landed_unacknowledged: int = 0
+    """Writes that failed or went unconfirmed and were found in the store afterwards."""
+    latencies: list[float] = field(default_factory=list)
+    """Seconds each acknowledged write took."""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await asyncio.gather(*(self._write(stop, f"writer-{n}") for n in range(self.writers)))
+
+    @property
+    def acknowledged_writes(self) -> int:
+        return len(self.latencies)
+
+    async def audit(self) -> None:
+        """Read back every acknowledged record once (the end of the run)."""
+        for task_id in list(self.acked):
+            with _quiet():
+                await self._check(task_id)
+
+    async def _write(self, stop: asyncio.Event, principal: str) -> None:
+        """One writer; its own principal, so writers do not contend for one cap (the creation's WATCH)."""
+        while not stop.is_set():
+            now = now_ms()
+            record = TaskRecord(
+                secrets.token_urlsafe(24), principal, "bench", {}, Status.INPUT_REQUIRED, now, now, 3_600_000, 500
+            )
+            if not await self._acknowledged(self.store.create(record, max_live=1 << 30)):
+                await self._recheck_creation(record.task_id)
+                continue
+            self.acked[record.task_id] = 1
+            for step in range(1, self.commits):
+                if stop.is_set():
+                    return
+                rev = self.acked[record.task_id]
+                stored = Stored(record, rev)
+                ok = await self._acknowledged(self.store.commit(stored, replace(record, steps=step)))
+                if ok:
+                    self.acked[record.task_id] = rev + 1
+                    continue
+                try:
+                    current = await self._check(record.task_id)
+                except (RedisError, OSError):
+                    break  # no answer now: a new record (the final audit reads this one back)
+                if current is None or current < rev:
+                    break  # lost: counted by _check; a new record
+                if current > rev:
+                    self.acked[record.task_id] = current  # the unacknowledged write landed: go on from it
+
+    async def _acknowledged(self, write: Any) -> bool:
+        started = time.monotonic()
+        try:
+            outcome = await write
+        except NotReplicated:
+            self.unconfirmed += 1
+            return False
+        except (RedisError, OSError, RuntimeError):  # RuntimeError: a creation that kept conflicting
+            self.failed += 1
+            await asyncio.sleep(0.05)
+            return False
+        if outcome is False:
+            return False
+        self.latencies.append(time.monotonic() - started)
+        return True
+
+    async def _recheck_creation(self, task_id: str) -> None:
+        with _quiet():
+            if await self.store.status(task_id) is not None:
+                self.landed_unacknowledged += 1
+
+    async def _check(self, task_id: str) -> int | None:
+        """The record's revision now (None: gone); a drop below the acknowledged one is counted as lost."""
+        found = await self.store.status(task_id)
+        rev = None if found is None else found[1]
+        acked = self.acked[task_id]
+        if rev is None:
+            self.lost_creations.add(task_id)
+        elif rev < acked:
+            self.lost_checkpoints[task_id] = max(self.lost_checkpoints.get(task_id, 0), acked - rev)
+        elif rev > acked:
+            self.landed_unacknowledged += 1
+        return rev
+
+
+class _quiet:
+    """Swallow Redis errors of a read-back (the next read-back asks again)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, value: object, traceback: object) -> bool:
+        return isinstance(value, RedisError | OSError)
+
+
+@dataclass(frozen=True)
+class WriterSummary:
+    """What a `StoreWriter` counted, sent back from its process."""
+
+    acknowledged: int
+    lost_creations: int
+    lost_checkpoints: int
+    unconfirmed: int
+    failed: int
+    landed_unacknowledged: int
+    latencies: list[float]
+    crashed: str = ""
+    """Why the writer stopped early, if it did (its counts up to then are still here)."""
+
+
+class WriterProcess:
+    """A `StoreWriter` in a process of its own, so its pace is not the benchmark's event loop's."""
+
+    def __init__(self, sentinels: str, prefix: str, wait: WaitPolicy, writers: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        self._results: multiprocessing.Queue[WriterSummary] = context.Queue()
+        self._process = context.Process(
+            target=_write_until_stopped, args=(sentinels, prefix, wait, writers, self._stop, self._results)
+        )
+
+    def start(self) -> WriterProcess:
+        self._process.start()
+        return self
+
+    def stop(self, timeout: float = 300.0) -> WriterSummary:
+        """Stop writing, audit every acknowledged record, and return the counts."""
+        self._stop.set()
+        summary = self._results.get(timeout=timeout)
+        self._process.join(timeout)
+        return summary
+
+    def kill(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _write_until_stopped(sentinels: str, prefix: str, wait: WaitPolicy, writers: int, stop: Any, results: Any) -> None:
+    sealer = RecordSealer(FleetStateCodec(new_ring("bench"), max_token_bytes=1 << 20), READABLE_RECORD_FORMATS[1])
+    target = RedisTarget(sentinels=parse_sentinels(sentinels.split(",")))
+    writer = StoreWriter(TaskStore.connect(target, sealer, prefix=prefix, wait=wait), writers)
+
+    async def scenario() -> None:
+        stopped = asyncio.Event()
+        load = asyncio.create_task(writer.run(stopped))
+        await asyncio.to_thread(stop.wait)  # the benchmark's signal, from the other process
+        stopped.set()
+        await load
+        await writer.audit()
+        await writer.store.close()
+
+    crashed = ""
+    try:
+        asyncio.run(scenario())
+    except Exception as exc:  # reported with the counts: the benchmark prints it rather than hang on the queue
+        crashed = f"{type(exc).__name__}: {exc}"
+    results.put(
+        WriterSummary(
+            writer.acknowledged_writes,
+            len(writer.lost_creations),
+            sum(writer.lost_checkpoints.values()),
+            writer.unconfirmed,
+            writer.failed,
+            writer.landed_unacknowledged,
+            writer.latencies,
+            crashed,
+        )
+    )
