@@ -44,6 +44,11 @@ from mrtr_worker.tasks.store import Stored, TaskStore, now_ms
 from mrtr_worker.tasks.wire import Status
 
 _STEPS = re.compile(r"^(\d+) steps done")
+PROBE_SECONDS = 0.25
+PROBE_LIMIT = 1_000
+"""The probes' tasks: `count_primes` to a thousand, one step."""
+MAX_PROBES = 40
+"""Probes in flight at most: a failover makes each hang for seconds."""
 TERMINAL = ("completed", "failed", "cancelled")
 
 
@@ -80,11 +85,49 @@ class TaskTraffic:
     regressions: list[tuple[str, str]] = field(default_factory=list)
     calls: list[CallLog] = field(default_factory=list)
     lost: set[str] = field(default_factory=set)
+    probes: list[CallLog] = field(default_factory=list)
+    """The probes' calls (`_probe`): what the failover's outage is read from."""
+    probe_tasks: dict[str, float] = field(default_factory=dict)
+    """The one-step tasks the probes created (acknowledged creations too: checked at the end)."""
     _ids: int = 0
 
     async def run(self, stop: asyncio.Event, creators: int = 2) -> None:
-        async with httpx.AsyncClient(timeout=30) as http:
-            await asyncio.gather(*(self._create(http, stop) for _ in range(creators)), self._follow(http, stop))
+        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=None)) as http:
+            await asyncio.gather(
+                *(self._create(http, stop) for _ in range(creators)), self._follow(http, stop), self._probe(http, stop)
+            )
+
+    async def _probe(self, http: httpx.AsyncClient, stop: asyncio.Event) -> None:
+        """Every `PROBE_SECONDS` a task call that does not wait for the one before: a `tasks/get` of a known
+        task and the creation of a one-step task in turn, so a failover shows as a run of failed or stalled
+        probes however long each call hangs."""
+        pending: set[asyncio.Task[None]] = set()
+        tick = 0
+        while not stop.is_set():
+            if len(pending) < MAX_PROBES:
+                probe = asyncio.create_task(self._probe_once(http, create=bool(tick % 2)))
+                pending.add(probe)
+                probe.add_done_callback(pending.discard)
+            tick += 1
+            await asyncio.sleep(PROBE_SECONDS)
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _probe_once(self, http: httpx.AsyncClient, *, create: bool) -> None:
+        if create:
+            params = {
+                "_meta": request_meta(with_tasks({})),
+                "name": "count_primes",
+                "arguments": {"limit": PROBE_LIMIT},
+            }
+            result, _ = await self._rpc(http, "tools/call", params, self.probes)
+            if result is not None and result.get("resultType") == TASK_RESULT_TYPE:
+                self.probe_tasks[str(result[TASK_ID_PARAM])] = time.monotonic()
+            return
+        target = next(iter(self.acknowledged), None)
+        if target is not None:
+            await self._rpc(
+                http, TASKS_GET, {TASK_ID_PARAM: target, "_meta": request_meta(with_tasks({}))}, self.probes
+            )
 
     async def finish(self, seconds: float) -> None:
         """Follow every task to its end (for at most `seconds`), then ask once more for each: the final audit."""
@@ -93,22 +136,26 @@ class TaskTraffic:
             while self._live() and time.monotonic() < deadline:
                 await self._poll_all(http)
                 await asyncio.sleep(self.poll_seconds)
-            for task_id in list(self.acknowledged):
+            for task_id in [*self.acknowledged, *self.probe_tasks]:
                 await self._get(http, task_id)
+
+    def all_calls(self) -> list[CallLog]:
+        return self.calls + self.probes
 
     def unfinished(self) -> int:
         return len(self._live())
 
     def correct(self) -> int:
-        """Tasks whose result has the exact prime count."""
-        return sum(1 for s in self.seen.values() if s.result is not None and self._exact(s.result))
+        """Tasks (the probes' included) whose result has the exact prime count."""
+        return sum(1 for task_id, s in self.seen.items() if s.result is not None and self._exact(task_id, s.result))
 
     def wrong(self) -> int:
         """Tasks that completed with any other result."""
-        return sum(1 for s in self.seen.values() if s.result is not None and not self._exact(s.result))
+        return sum(1 for task_id, s in self.seen.items() if s.result is not None and not self._exact(task_id, s.result))
 
-    def _exact(self, result: dict[str, Any]) -> bool:
-        return bool(result.get("structuredContent") == {"count": KNOWN_COUNTS[self.call.limit]})
+    def _exact(self, task_id: str, result: dict[str, Any]) -> bool:
+        limit = PROBE_LIMIT if task_id in self.probe_tasks else self.call.limit
+        return bool(result.get("structuredContent") == {"count": KNOWN_COUNTS[limit]})
 
     def _live(self) -> list[str]:
         return [t for t in self.acknowledged if t not in self.lost and not self.seen.get(t, Seen()).terminal]
@@ -163,7 +210,7 @@ class TaskTraffic:
                 before.result = outcome
 
     async def _rpc(
-        self, http: httpx.AsyncClient, method: str, params: dict[str, Any]
+        self, http: httpx.AsyncClient, method: str, params: dict[str, Any], log: list[CallLog] | None = None
     ) -> tuple[dict[str, Any] | None, str]:
         """One request: (result, "") or (None, why it failed); logged either way."""
         self._ids += 1
@@ -184,9 +231,8 @@ class TaskTraffic:
                 reason = str(named or f"HTTP {reply.status_code} {error.get('message', '')}"[:80])
         except (httpx.HTTPError, ValueError) as exc:
             reason = type(exc).__name__
-        self.calls.append(CallLog("create" if method == "tools/call" else "get", started, time.monotonic(), not reason))
-        if reason:
-            self.calls[-1] = replace(self.calls[-1], reason=reason)
+        kind = "create" if method == "tools/call" else "get"
+        (self.calls if log is None else log).append(CallLog(kind, started, time.monotonic(), not reason, reason))
         return result, reason
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks._cluster import PrimesCall, median, stop_cluster
-from benchmarks._failover import CallLog, TaskTraffic, WriterProcess, WriterSummary
+from benchmarks._failover import PROBE_SECONDS, CallLog, TaskTraffic, WriterProcess, WriterSummary
 from benchmarks.report import parser, publish
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_ops.local.redis_ha import RedisHA, SentinelTiming
@@ -41,6 +41,8 @@ from mrtr_worker.redis_link import WaitPolicy
 
 MODES = ("WAIT for 1 replica", "no WAIT")
 WAIT_TIMEOUT_MS = 500
+STALL_SECONDS = 1.0
+"""A task call that took longer than this counts as disrupted even when it succeeded (redis-py retried)."""
 LOST = "unknown_task"
 """The reason `tasks/get` gives for a task it does not find: an acknowledged creation lost."""
 
@@ -117,26 +119,28 @@ async def _run(
 
 @dataclass(frozen=True)
 class Outage:
-    """Task calls around one failover: the last failure's end, in seconds after the kill, and counts."""
+    """The probes around one failover (`TaskTraffic._probe`): until when, after the fault, a task call failed or
+    stalled, how many failed, and the slowest that succeeded."""
 
-    failing_for: float
+    disrupted_for: float
     failed: int
     calls: int
     slowest_ok: float
 
 
 def outage(calls: list[CallLog], failover: Failover, until: float) -> Outage:
-    """The calls that started between the kill and `until` (the next kill, or the end)."""
+    """The calls that started between the fault and `until` (the next fault, or the end)."""
     window = [c for c in calls if failover.killed <= c.started < until]
     failed = [c for c in window if not c.ok and c.reason != LOST]  # a lost task is counted as lost, not as down
-    last = max((c.ended for c in failed), default=failover.killed) - failover.killed
+    disrupted = failed + [c for c in window if c.ok and c.ended - c.started > STALL_SECONDS]
+    last = max((c.ended for c in disrupted), default=failover.killed) - failover.killed
     slowest = max((c.ended - c.started for c in window if c.ok), default=0.0)
     return Outage(last, len(failed), len(window), slowest)
 
 
 def _outages(mode: Mode, failovers: list[Failover]) -> list[Outage]:
     ends = [f.killed for f in failovers[1:]] + [math.inf]
-    return [outage(mode.traffic.calls, f, end) for f, end in zip(failovers, ends, strict=True)]
+    return [outage(mode.traffic.probes, f, end) for f, end in zip(failovers, ends, strict=True)]
 
 
 def _reasons(calls: list[CallLog]) -> str:
@@ -155,7 +159,7 @@ def _latency(seconds: list[float]) -> str:
 
 
 def report(modes: list[Mode], failovers: list[Failover], args: Settings) -> list[str]:
-    outages = {m.name: _outages(m, failovers) for m in modes}
+    spans = [_outages(m, failovers) for m in modes]
     stores = [m.store for m in modes if m.store is not None]
     cells = " | ".join(m.name for m in modes)
 
@@ -187,13 +191,13 @@ def report(modes: list[Mode], failovers: list[Failover], args: Settings) -> list
         f"| | {cells} |",
         "|---|" + "---:|" * len(modes),
         "| **Tasks through the proxy** | " + " | " * len(modes),
-        row("creations acknowledged", *(len(m.traffic.acknowledged) for m in modes)),
+        row("creations acknowledged", *(len(m.traffic.acknowledged) + len(m.traffic.probe_tasks) for m in modes)),
         row("acknowledged creations lost", *(len(m.traffic.lost) for m in modes)),
         row("checkpoints seen going back", *(len(m.traffic.regressions) for m in modes)),
-        row("completed exactly / wrong / unfinished", *(_ends(m.traffic) for m in modes)),
-        row("task calls failing after a fault, s (median; longest)", *(_failing(outages[m.name]) for m in modes)),
-        row("task calls failed / made around the failovers", *(_failed(outages[m.name]) for m in modes)),
-        row("slowest task call that succeeded, s", *(_slowest(outages[m.name]) for m in modes)),
+        row("tasks completed exactly / wrong / unfinished", *(_ends(m.traffic) for m in modes)),
+        row("task calls failing or stalled until, s after a fault (median; longest)", *(_failing(o) for o in spans)),
+        row("probe calls failed / made", *(_failed(o) for o in spans)),
+        row("slowest probe call that succeeded, s", *(_slowest(o) for o in spans)),
         "| **The store at full speed** | " + " | " * len(modes),
         row("writes acknowledged", *(s.acknowledged for s in stores)),
         row("acknowledged creations lost", *(s.lost_creations for s in stores)),
@@ -203,7 +207,9 @@ def report(modes: list[Mode], failovers: list[Failover], args: Settings) -> list
         row("unacknowledged writes found kept", *(s.landed_unacknowledged for s in stores)),
         row("write latency p50 / p99, ms", *(_latency(s.latencies) for s in stores)),
         "",
-        "Why calls failed: " + "; ".join(f"{m.name}: {_reasons(m.traffic.calls)}" for m in modes) + ".",
+        "Why calls failed: "
+        + "; ".join(f"{m.name}: {_reasons(m.traffic.calls + m.traffic.probes)}" for m in modes)
+        + ".",
         *(
             f"**The store writer of {m.name} stopped early**: {m.store.crashed}"
             for m in modes
@@ -213,19 +219,20 @@ def report(modes: list[Mode], failovers: list[Failover], args: Settings) -> list
         "*Acknowledged*: a creation answered `CreateTaskResult`; a store write for which `create`/`commit` "
         "returned (with WAIT: after a replica confirmed it). *Lost*: the task is not found afterwards; a checkpoint "
         "is lost when the record's revision is later below the acknowledged one (the store), or a `tasks/get` shows "
-        "fewer steps done than an earlier one or a finished task working again (the proxy). *Failing after a fault*: "
-        "from the fault to the end of the last task call that failed (a call that succeeded after redis-py's retries "
-        "counts as a success, and shows in the slowest call).",
+        "fewer steps done than an earlier one or a finished task working again (the proxy). *Failing or stalled "
+        f"until*: probes (a `tasks/get` or a creation every {PROBE_SECONDS:g} s, none waiting for another) show when "
+        f"the last task call that failed, or took over {STALL_SECONDS:g} s, ended after the fault: task calls were "
+        "disrupted that long.",
     ]
     return lines
 
 
 def _ends(traffic: TaskTraffic) -> str:
-    return f"{traffic.correct()} / {traffic.wrong()} / {traffic.unfinished()}"
+    return f"{traffic.correct()} / {traffic.wrong()} / {traffic.unfinished()}"  # the probes' one-step tasks too
 
 
 def _failing(outages: list[Outage]) -> str:
-    spans = [o.failing_for for o in outages]
+    spans = [o.disrupted_for for o in outages]
     return f"{median(spans):.2f}; {max(spans):.2f}" if spans else "n/a"
 
 
@@ -259,6 +266,7 @@ def main() -> int:
         default="kill",
         help="what happens to the primary, in turn: kill (SIGKILL), pause (SIGSTOP: a partition); default kill",
     )
+    options.add_argument("--keep", action="store_true", help="keep the work dir (logs of every process)")
     args = options.parse_args()
     kinds = [kind for kind in args.faults.split(",") if kind]
     if not kinds or set(kinds) - {"kill", "pause"}:
@@ -286,10 +294,18 @@ def main() -> int:
         with ThreadPoolExecutor(max(1, len(clusters))) as pool:
             list(pool.map(stop_cluster, clusters))
         ha.stop()
-        if failed:
+        if failed or args.keep:
             print(f"logs kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    for mode in modes:
+        for number, (fault, seen) in enumerate(zip(failovers, _outages(mode, failovers), strict=True), 1):
+            print(
+                f"{mode.name}, fault {number} ({fault.kind}): calls failing or stalled for {seen.disrupted_for:.2f} s, "
+                f"{seen.failed} of {seen.calls} failed, slowest success {seen.slowest_ok:.2f} s"
+            )
+        for task_id, what in mode.traffic.regressions:
+            print(f"{mode.name}: task {task_id[:8]} went back: {what}")
     section = "failover" if kinds == ["kill"] else "failover-" + "-".join(kinds)
     publish(section, report(modes, failovers, settings), write=not args.no_report)
     broken = any(m.traffic.wrong() or m.traffic.unfinished() or (m.store and m.store.crashed) for m in modes)

@@ -292,11 +292,17 @@ class RedisHA:
         return wait_until(promoted, timeout=timeout, interval=0.05, what=f"a primary other than port {old.port}")
 
     def restart(self, node: RedisServer, timeout: float = 60.0) -> RedisServer:
-        """Start a dead node again: a replica of the current primary (or the primary itself, if the sentinels
-        still name it: no failover happened), and wait until it has synchronised."""
+        """Start a dead node again as a replica of the current primary, and wait until it has synchronised.
+
+        If the sentinels still name it primary (it died moments ago), first wait until they promote another:
+        started as primary, it would serve its append-only file (up to a second older) and its replicas would
+        resynchronise from it, dropping writes they had acknowledged. Only with no other node running does it
+        start as primary (the same rule as the images' `services/redis/node-start`)."""
         if node.running:
             raise RuntimeError(f"Redis on port {node.port} is still running (pid {node.pid})")
         primary = wait_until(self._agreed_primary, timeout=timeout, interval=0.05, what="the sentinels to agree")
+        if primary is node and any(other.running for other in self.nodes):
+            primary = self.wait_for_failover(node, timeout)
         self._start_node(node, None if primary is node else primary, timeout)
         return node
 
