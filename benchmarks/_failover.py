@@ -364,15 +364,22 @@ class WriterProcess:
 
     def __init__(self, sentinels: str, prefix: str, wait: WaitPolicy, writers: int) -> None:
         context = multiprocessing.get_context("spawn")
-        self._stop = context.Event()
+        self._ready, self._stop = context.Event(), context.Event()
         self._results: multiprocessing.Queue[WriterSummary] = context.Queue()
         self._process = context.Process(
-            target=_write_until_stopped, args=(sentinels, prefix, wait, writers, self._stop, self._results)
+            target=_write_until_stopped,
+            args=(sentinels, prefix, wait, writers, self._ready, self._stop, self._results),
         )
 
     def start(self) -> WriterProcess:
         self._process.start()
         return self
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        """Until the process writes: its imports alone took over eight seconds on a busy machine, and a writer
+        stopped before it started would count nothing."""
+        if not self._ready.wait(timeout):
+            raise TimeoutError(f"the store writer did not start writing within {timeout:g} s")
 
     def stop(self, timeout: float = 300.0) -> WriterSummary:
         """Stop writing, audit every acknowledged record, and return the counts."""
@@ -386,7 +393,9 @@ class WriterProcess:
             self._process.kill()
 
 
-def _write_until_stopped(sentinels: str, prefix: str, wait: WaitPolicy, writers: int, stop: Any, results: Any) -> None:
+def _write_until_stopped(
+    sentinels: str, prefix: str, wait: WaitPolicy, writers: int, ready: Any, stop: Any, results: Any
+) -> None:
     sealer = RecordSealer(FleetStateCodec(new_ring("bench"), max_token_bytes=1 << 20), READABLE_RECORD_FORMATS[1])
     target = RedisTarget(sentinels=parse_sentinels(sentinels.split(",")))
     writer = StoreWriter(TaskStore.connect(target, sealer, prefix=prefix, wait=wait), writers)
@@ -394,6 +403,7 @@ def _write_until_stopped(sentinels: str, prefix: str, wait: WaitPolicy, writers:
     async def scenario() -> None:
         stopped = asyncio.Event()
         load = asyncio.create_task(writer.run(stopped))
+        ready.set()
         await asyncio.to_thread(stop.wait)  # the benchmark's signal, from the other process
         stopped.set()
         await load

@@ -286,6 +286,8 @@ def main() -> int:
             policy = WaitPolicy(wait, WAIT_TIMEOUT_MS)
             writer = WriterProcess(ha.sentinel_addresses, f"writer{i}:", policy, args.writers).start()
             modes.append(Mode(name, cluster, TaskTraffic(cluster.mcp_url, call), writer))
+        for mode in modes:
+            mode.writer.wait_ready()
         failovers = asyncio.run(_run(modes, ha, kinds, args.failovers, args.duration, drain=120.0))
         failed = False
     finally:
