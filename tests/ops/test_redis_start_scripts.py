@@ -89,7 +89,7 @@ class ScriptedSet:
             "MRTR_REDIS_NODES": ",".join(f"{LOOPBACK}:{p}" for p in self.node_ports),
             "MRTR_REDIS_INITIAL_PRIMARY": f"{LOOPBACK}:{self.node_ports[0]}",
             "MRTR_SENTINELS": ",".join(f"{LOOPBACK}:{p}" for p in self.sentinel_ports),
-            "MRTR_SENTINEL_DOWN_AFTER_MS": "1000",
+            "MRTR_SENTINEL_DOWN_AFTER_MS": "2000",
             "MRTR_SENTINEL_FAILOVER_TIMEOUT_MS": "5000",
         }
 
