@@ -123,6 +123,8 @@ class Outage:
     stalled, how many failed, and the slowest that succeeded."""
 
     disrupted_for: float
+    back_after: float
+    """From when (seconds after the fault) every probe started succeeded within `STALL_SECONDS`."""
     failed: int
     calls: int
     slowest_ok: float
@@ -134,8 +136,9 @@ def outage(calls: list[CallLog], failover: Failover, until: float) -> Outage:
     failed = [c for c in window if not c.ok and c.reason != LOST]  # a lost task is counted as lost, not as down
     disrupted = failed + [c for c in window if c.ok and c.ended - c.started > STALL_SECONDS]
     last = max((c.ended for c in disrupted), default=failover.killed) - failover.killed
+    back = max((c.started for c in disrupted), default=failover.killed) - failover.killed
     slowest = max((c.ended - c.started for c in window if c.ok), default=0.0)
-    return Outage(last, len(failed), len(window), slowest)
+    return Outage(last, back, len(failed), len(window), slowest)
 
 
 def _outages(mode: Mode, failovers: list[Failover]) -> list[Outage]:
@@ -195,6 +198,7 @@ def report(modes: list[Mode], failovers: list[Failover], args: Settings) -> list
         row("acknowledged creations lost", *(len(m.traffic.lost) for m in modes)),
         row("checkpoints seen going back", *(len(m.traffic.regressions) for m in modes)),
         row("tasks completed exactly / wrong / unfinished", *(_ends(m.traffic) for m in modes)),
+        row("task calls work again from, s after a fault (median; longest)", *(_back(o) for o in spans)),
         row("task calls failing or stalled until, s after a fault (median; longest)", *(_failing(o) for o in spans)),
         row("probe calls failed / made", *(_failed(o) for o in spans)),
         row("slowest probe call that succeeded, s", *(_slowest(o) for o in spans)),
@@ -219,10 +223,10 @@ def report(modes: list[Mode], failovers: list[Failover], args: Settings) -> list
         "*Acknowledged*: a creation answered `CreateTaskResult`; a store write for which `create`/`commit` "
         "returned (with WAIT: after a replica confirmed it). *Lost*: the task is not found afterwards; a checkpoint "
         "is lost when the record's revision is later below the acknowledged one (the store), or a `tasks/get` shows "
-        "fewer steps done than an earlier one or a finished task working again (the proxy). *Failing or stalled "
-        f"until*: probes (a `tasks/get` or a creation every {PROBE_SECONDS:g} s, none waiting for another) show when "
-        f"the last task call that failed, or took over {STALL_SECONDS:g} s, ended after the fault: task calls were "
-        "disrupted that long.",
+        "fewer steps done than an earlier one or a finished task working again (the proxy). Outages are read from "
+        f"probes (a `tasks/get` or a creation every {PROBE_SECONDS:g} s, none waiting for another): *work again "
+        f"from* is when the last probe that failed or took over {STALL_SECONDS:g} s had started, *failing or "
+        "stalled until* when it ended.",
     ]
     return lines
 
@@ -234,6 +238,11 @@ def _ends(traffic: TaskTraffic) -> str:
 def _failing(outages: list[Outage]) -> str:
     spans = [o.disrupted_for for o in outages]
     return f"{median(spans):.2f}; {max(spans):.2f}" if spans else "n/a"
+
+
+def _back(outages: list[Outage]) -> str:
+    starts = [o.back_after for o in outages]
+    return f"{median(starts):.2f}; {max(starts):.2f}" if starts else "n/a"
 
 
 def _failed(outages: list[Outage]) -> str:
@@ -303,7 +312,8 @@ def main() -> int:
     for mode in modes:
         for number, (fault, seen) in enumerate(zip(failovers, _outages(mode, failovers), strict=True), 1):
             print(
-                f"{mode.name}, fault {number} ({fault.kind}): calls failing or stalled for {seen.disrupted_for:.2f} s, "
+                f"{mode.name}, fault {number} ({fault.kind}): calls work again after {seen.back_after:.2f} s, "
+                f"failing or stalled until {seen.disrupted_for:.2f} s, "
                 f"{seen.failed} of {seen.calls} failed, slowest success {seen.slowest_ok:.2f} s"
             )
         for task_id, what in mode.traffic.regressions:
