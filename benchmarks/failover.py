@@ -35,7 +35,8 @@ from benchmarks._cluster import PrimesCall, median, stop_cluster
 from benchmarks._failover import PROBE_SECONDS, CallLog, TaskTraffic, WriterProcess, WriterSummary
 from benchmarks.report import parser, publish
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
-from mrtr_ops.local.redis_ha import RedisHA, SentinelTiming
+from mrtr_ops.local.redis_ha import RedisHA
+from mrtr_ops.local.sentinel import SentinelTiming
 from mrtr_ops.percentiles import percentile
 from mrtr_worker.redis_link import WaitPolicy
 

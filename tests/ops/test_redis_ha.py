@@ -20,7 +20,8 @@ import redis.asyncio as aioredis
 
 from mrtr_client import Client, TaskExchange
 from mrtr_ops.local.cluster import LocalCluster
-from mrtr_ops.local.redis_ha import SENTINELS_VARIABLE, RedisHA, SentinelTiming
+from mrtr_ops.local.redis_ha import SENTINELS_VARIABLE, RedisHA
+from mrtr_ops.local.sentinel import SentinelTiming
 from mrtr_ops.waiting import wait_until
 from mrtr_worker import redis_link
 from mrtr_worker.compute.primes import KNOWN_COUNTS

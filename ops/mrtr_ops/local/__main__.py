@@ -15,7 +15,7 @@ from mrtr_ops.local.cluster import DEFAULT_PACKS, ClusterConfig, LocalCluster
 from mrtr_ops.local.control import ControlServer
 from mrtr_ops.local.process import LOOPBACK, NotReady
 from mrtr_ops.local.redis import RedisMissing
-from mrtr_ops.local.redis_ha import SERVICE, SentinelTiming
+from mrtr_ops.local.sentinel import SERVICE, SentinelTiming
 
 NO_REDIS_BINARY = (
     "cluster: redis-server is not installed (as root, scripts/redis-setup installs Debian's): starting WITHOUT "

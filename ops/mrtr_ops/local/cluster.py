@@ -23,7 +23,8 @@ from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.cable import Cable, Switchboard
 from mrtr_ops.local.process import LOOPBACK, ManagedProcess, WorkerSpec, free_port
 from mrtr_ops.local.redis import REDIS_URL_VARIABLE, RedisServer
-from mrtr_ops.local.redis_ha import RedisHA, SentinelTiming
+from mrtr_ops.local.redis_ha import RedisHA
+from mrtr_ops.local.sentinel import SentinelTiming
 from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.keyring import new_ring
 
