@@ -123,6 +123,7 @@ class TaskStore:
         self._sealer = sealer
         self._prefix = prefix
         self.stream = f"{prefix}slices"
+        self._ack_if_stale = client.register_script(_ACK_IF_STALE)
         self.changes = f"{prefix}task-changes"
         self.runners = f"{prefix}runners"
         self.runner_rates = f"{prefix}runner-rates"
@@ -414,11 +415,38 @@ class TaskStore:
             pipe.xadd(self.stream, {"task": taken.task_id, "rev": taken.rev})
             await pipe.execute()
 
-    async def ack(self, message_id: str) -> None:
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xack(self.stream, GROUP, message_id)
-            pipe.xdel(self.stream, message_id)
-            await pipe.execute()
+    async def ack(self, message_id: str) -> bool:
+        """Drop a slice found stale: acknowledged and deleted, unless its task still waits on it.
+
+        The runner decides a slice is stale from what it read (the task gone, at another revision, not
+        working). In Sentinel mode that read may have reached an old primary that came back from a
+        partition, which answers from an older past for up to the client's recheck: acknowledging on the
+        real primary then would leave the task with no slice at all. So the check is made again, in Redis,
+        next to the acknowledgement (one script): a slice whose task is still working at its revision stays
+        pending, and comes back through its lease. False: kept."""
+        return bool(
+            await self._ack_if_stale(keys=[self.stream], args=[GROUP, message_id, self.task_key(""), "working"])
+        )
+
+
+_ACK_IF_STALE = """
+local entry = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+if #entry == 1 then
+  local fields, task, rev = entry[1][2], nil, nil
+  for i = 1, #fields, 2 do
+    if fields[i] == 'task' then task = fields[i + 1] elseif fields[i] == 'rev' then rev = fields[i + 1] end
+  end
+  if task then
+    -- the task's key is built here, not passed in KEYS: fine on one Redis (and Sentinel), not on a cluster
+    local current = redis.call('HMGET', ARGV[3] .. task, 'rev', 'status')
+    if current[1] == rev and current[2] == ARGV[4] then return 0 end
+  end
+end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
+"""
+"""`ack`: acknowledge and delete a slice unless the task it names is still working at the revision it carries."""
 
 
 def _glob_escape(text: str) -> str:
