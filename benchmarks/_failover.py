@@ -2,12 +2,13 @@
 
 * `TaskTraffic`: tasks as users make them, through a cluster's proxy. A
   creation is *acknowledged* when `tools/call` answered `CreateTaskResult`; it
-  is *lost* when `tasks/get` later answers "Task not found". Every `tasks/get`
-  answer is remembered per task (its steps done, from the status message, and
-  whether it was terminal); a *checkpoint lost as a client sees it* is an
-  answer showing fewer steps than an earlier one, or a task seen terminal and
-  then working again: the store went back to an older checkpoint. Every call
-  is logged (start, end, outcome), to time how long task calls fail.
+  is *lost* when `tasks/get` still answers "Task not found" once every fault
+  is over. Every `tasks/get` answer is remembered per task (its steps done,
+  from the status message, and whether it was terminal): an answer showing
+  fewer steps than an earlier one, a task seen terminal and then working
+  again, or one seen missing and then found, is what a client saw go back
+  (a checkpoint lost, or a read answered from an older copy). Every call is
+  logged (start, end, outcome), to time how long task calls fail.
 * `StoreWriter`: the worker's own `TaskStore` (through Sentinel, with its
   retries and its WAIT policy) writing records and checkpoints as fast as it
   can. A write is *acknowledged* when `create` or `commit` returned (with WAIT
@@ -86,6 +87,9 @@ class TaskTraffic:
     regressions: list[tuple[str, str]] = field(default_factory=list)
     calls: list[CallLog] = field(default_factory=list)
     lost: set[str] = field(default_factory=set)
+    """Acknowledged tasks `tasks/get` does not find once the faults are over."""
+    seen_missing: set[str] = field(default_factory=set)
+    """Acknowledged tasks `tasks/get` answered "not found" for at some moment."""
     probes: list[CallLog] = field(default_factory=list)
     """The probes' calls (`_probe`): what the failover's outage is read from."""
     probe_tasks: dict[str, float] = field(default_factory=dict)
@@ -138,13 +142,17 @@ class TaskTraffic:
                 await self._poll_all(http)
                 await asyncio.sleep(self.poll_seconds)
             for task_id in [*self.acknowledged, *self.probe_tasks]:
-                await self._get(http, task_id)
+                await self._get(http, task_id, final=True)
 
     def all_calls(self) -> list[CallLog]:
         return self.calls + self.probes
 
     def unfinished(self) -> int:
         return len(self._live())
+
+    def found_again(self) -> int:
+        """Tasks seen missing at some moment and found afterwards (a read answered from an older copy)."""
+        return len(self.seen_missing - self.lost)
 
     def correct(self) -> int:
         """Tasks (the probes' included) whose result has the exact prime count."""
@@ -186,13 +194,13 @@ class TaskTraffic:
         for task_id in self._live():
             await self._get(http, task_id)
 
-    async def _get(self, http: httpx.AsyncClient, task_id: str) -> None:
+    async def _get(self, http: httpx.AsyncClient, task_id: str, *, final: bool = False) -> None:
         params = {TASK_ID_PARAM: task_id, "_meta": request_meta(with_tasks({}))}
         result, reason = await self._rpc(http, TASKS_GET, params)
         if result is not None:
             self._note(task_id, result)
         elif reason == "unknown_task":
-            self.lost.add(task_id)
+            (self.lost if final else self.seen_missing).add(task_id)
 
     def _note(self, task_id: str, result: dict[str, Any]) -> None:
         status = str(result.get("status"))
@@ -269,7 +277,7 @@ class StoreWriter:
 
     async def audit(self, attempts: int = 20) -> None:
         """Read every record back once the faults are over, and count here only: a read during a failover may
-        reach an old primary that came back (for up to the client's 0.5 s recheck) and see a past that the
+        reach an old primary that came back (until the client's next recheck) and see a past that the
         new primary does not have."""
         for task_id in [*self.acked, *self.unacknowledged_creations]:
             for _ in range(attempts):

@@ -197,6 +197,7 @@ def report(modes: list[Mode], failovers: list[Failover], args: Settings) -> list
         "| **Tasks through the proxy** | " + " | " * len(modes),
         row("creations acknowledged", *(len(m.traffic.acknowledged) + len(m.traffic.probe_tasks) for m in modes)),
         row("acknowledged creations lost", *(len(m.traffic.lost) for m in modes)),
+        row("tasks seen missing, then found", *(m.traffic.found_again() for m in modes)),
         row("checkpoints seen going back", *(len(m.traffic.regressions) for m in modes)),
         row("tasks completed exactly / wrong / unfinished", *(_ends(m.traffic) for m in modes)),
         row("task calls work again from, s after a fault (median; longest)", *(_back(o) for o in spans)),
@@ -222,9 +223,11 @@ def report(modes: list[Mode], failovers: list[Failover], args: Settings) -> list
         ),
         "",
         "*Acknowledged*: a creation answered `CreateTaskResult`; a store write for which `create`/`commit` "
-        "returned (with WAIT: after a replica confirmed it). *Lost*: the task is not found afterwards; a checkpoint "
-        "is lost when the record's revision is later below the acknowledged one (the store), or a `tasks/get` shows "
-        "fewer steps done than an earlier one or a finished task working again (the proxy). Outages are read from "
+        "returned (with WAIT: after a replica confirmed it). *Lost*: not found once the faults are over; a "
+        "checkpoint is lost when the record's revision is then below the acknowledged one (the store). *Seen* "
+        "(the proxy): what clients' `tasks/get` answers showed during the run: a task missing and later found, "
+        "fewer steps done than an earlier answer, or a finished task working again (a lost checkpoint, or a read "
+        "answered by an old primary back from a partition, until the client's next recheck). Outages are read from "
         f"probes (a `tasks/get` or a creation every {PROBE_SECONDS:g} s, none waiting for another): *work again "
         f"from* is when the last probe that failed or took over {STALL_SECONDS:g} s had started, *failing or "
         "stalled until* when it ended.",
