@@ -90,6 +90,44 @@ def test_a_failover_keeps_acknowledged_writes_and_the_dead_node_returns_as_a_rep
         assert ha.primary() is new
 
 
+def test_a_write_acknowledged_without_wait_is_lost_and_one_wait_confirmed_is_not(ha: RedisHA) -> None:
+    """Redis's own words, shown: replication is asynchronous, so a write the primary acknowledged while its
+    replicas lagged is gone after the failover; WAIT confirms nothing in that time, so it promised nothing."""
+    old = ha.primary()
+    plain: list[str] = []
+    confirmed: list[str] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        with _client(old.port) as client:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                try:
+                    client.set(f"test:plain:{n}", "1")
+                    plain.append(f"test:plain:{n}")
+                    client.set(f"test:waited:{n}", "1")
+                    if client.wait(1, 100) >= 1:
+                        confirmed.append(f"test:waited:{n}")
+                except (redis.RedisError, OSError):
+                    return  # the primary died
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    wait_until(lambda: len(confirmed) >= 5, timeout=30, what="writes confirmed by a replica before the fault")
+    before = len(plain)
+    ha.kill_primary_behind_replicas(lag_seconds=1.0)
+    stop.set()
+    writer.join(30)
+    assert len(plain) > before, "the primary acknowledged writes while its replicas lagged"
+    new = ha.wait_for_failover(old, timeout=60)
+    ha.restart(old)
+    with _client(new.port) as client:
+        kept_plain = [key for key in plain if client.exists(key)]
+        assert all(client.exists(key) for key in confirmed), "a write a replica confirmed (WAIT) was lost"
+    assert len(kept_plain) < len(plain), "some writes acknowledged without WAIT are lost"
+
+
 def test_a_client_leaves_an_old_primary_that_comes_back(ha: RedisHA) -> None:
     """The primary paused (a partition), the sentinels fail over, it wakes: until the sentinels demote it (they
     look at it every ten seconds), it still acts as a primary. The worker's client must not go on using its

@@ -25,13 +25,17 @@ The fault API, for the chaos run and the failover benchmark:
 * `failover()`: the three above in a row, returning (killed, new primary);
 * `pause_primary()` and `resume(node)`: SIGSTOP the primary (alive, silent,
   its clients' connections open: a partition, as far as Sentinel can tell),
-  and wake it once the sentinels have failed over; they demote it.
+  and wake it once the sentinels have failed over; they demote it;
+* `kill_primary_behind_replicas(lag)`: the replication stream held up for
+  `lag` seconds, then the primary killed: asynchronous replication's loss
+  window, made as wide as `lag`.
 """
 
 from __future__ import annotations
 
 import json
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -217,6 +221,33 @@ class RedisHA:
             return info.get("master_port") == primary.port and info.get("master_link_status") == "up"
 
         wait_until(settled, timeout=timeout, interval=0.05, what=f"Redis on port {node.port} to settle after a pause")
+        return node
+
+    def kill_primary_behind_replicas(self, lag_seconds: float = 1.0, flood_mb: int = 32) -> RedisServer:
+        """The replication stream held up, then the primary killed: what a slow or broken network does.
+
+        Stopping the replicas (SIGSTOP) is not enough on one machine: the kernel keeps taking the stream
+        into their sockets' buffers and hands it over when they wake. So while they are stopped, `flood_mb`
+        MiB of filler (keys that expire after a minute) fills those buffers first; what the primary
+        acknowledges after that waits in its own memory and dies with it. Returns the killed node."""
+        node = self.primary()
+        replicas = [other for other in self.nodes if other is not node and other.running]
+        for replica in replicas:
+            _signal(replica, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            client = redis.Redis(host=LOOPBACK, port=node.port, socket_timeout=10)
+            try:
+                filler = b"x" * (1 << 20)
+                for index in range(flood_mb):
+                    client.set(f"{SERVICE}-ha-filler:{index}", filler, px=60_000)
+            finally:
+                client.close()
+            time.sleep(max(0.0, lag_seconds - (time.monotonic() - started)))  # the fault lasts this long
+            node.kill()
+        finally:
+            for replica in replicas:
+                _signal(replica, signal.SIGCONT)
         return node
 
     def failover(self, timeout: float = 60.0) -> tuple[RedisServer, RedisServer]:
