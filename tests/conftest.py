@@ -22,6 +22,9 @@ collect_ignore = [] if os.environ.get("MRTR_COMPOSE_E2E") == "1" else ["e2e/comp
 # Likewise the swarm end-to-end checks: `scripts/swarm-e2e` joins a swarm and runs them.
 if os.environ.get("MRTR_SWARM_E2E") != "1":
     collect_ignore.append("e2e/swarm")
+# And the compose project with Sentinel: `scripts/compose-redis-ha-e2e` starts it and runs them.
+if os.environ.get("MRTR_COMPOSE_HA_E2E") != "1":
+    collect_ignore.append("e2e/compose_ha")
 
 PROCESS_FIXTURES = frozenset(
     {"start_worker", "worker", "make_cluster", "secured_cluster", "cabled_cluster", "target", "redis_server"}

@@ -25,6 +25,16 @@ SMOKE = {
         *("--recoveries", "1", "--lease-ms", "1000", "--slice-ms", "250"),
     ],
     "straggler": ["--quick", "--duration", "2", "--callers", "2", "--limit", "10000000", "--trace", "2"],
+    # one failover (kill -9 of the primary) under both modes; Sentinel's fastest sensible detection
+    "failover": [
+        *("--failovers", "1", "--duration", "2", "--writers", "1", "--limit", "2000000"),
+        "--down-after-ms",
+        "1000",
+    ],
+    # a minute at most: a few seconds of capacity, half a minute of soak, tasks expiring after 5 s
+    "soak": [
+        *("--duration", "5", "--minutes", "0.5", "--window", "10", "--sample", "1", "--ttl", "5", "--callers", "4")
+    ],
 }
 
 

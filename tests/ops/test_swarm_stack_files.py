@@ -90,7 +90,7 @@ def test_redis_is_never_two_tasks_on_the_same_data(swarm: dict[str, Any]) -> Non
 
 def test_the_workers_find_redis_by_its_service_name(base: dict[str, Any], swarm: dict[str, Any]) -> None:
     url = base["x-worker-env"]["MRTR_WORKER_REDIS_URL"]
-    assert url == "${MRTR_REDIS_URL:-redis://redis:6379/0}"
+    assert url == "${MRTR_REDIS_URL-redis://redis:6379/0}"  # `-`, not `:-`: MRTR_REDIS_URL= unsets it (Sentinel)
     assert base["services"]["worker"]["depends_on"] == ["redis"]
     # On the swarm the name must answer with the task's address: a virtual IP goes through the routing
     # mesh, which does not answer everywhere (a swarm e2e run found every task call failing through it).

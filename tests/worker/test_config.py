@@ -42,6 +42,11 @@ def _start(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
             "at most one of MRTR_WORKER_JWT_PUBLIC_KEY_FILE",
         ),
         ({"MRTR_WORKER_ADMIN_TOKEN": "  "}, "the admin token is empty"),
+        ({"MRTR_WORKER_REDIS_SENTINELS": "s:26379,oops"}, "'oops' is not host:port"),
+        (
+            {"MRTR_WORKER_REDIS_URL": "redis://r:6379/0", "MRTR_WORKER_REDIS_SENTINELS": "s:26379"},
+            "set at most one of MRTR_WORKER_REDIS_URL",
+        ),
     ],
 )
 def test_bad_configuration_stops_start_up_with_one_line(env: dict[str, str], expected: str, tmp_path: Path) -> None:

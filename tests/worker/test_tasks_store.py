@@ -77,3 +77,40 @@ def test_a_connection_dropped_mid_commit_is_retried_not_taken_for_a_lost_race(
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_a_slice_its_task_still_waits_on_is_never_dropped_as_stale(redis_server: RedisServer) -> None:
+    """The runner drops a slice it read as stale; if that read came from an old primary (Sentinel, a partition),
+    the slice may be the one its task waits on: `ack` checks again in Redis and keeps it (its lease brings it
+    back). On the old `ack` the task was left without a slice and never finished."""
+
+    async def scenario() -> None:
+        sealer = RecordSealer(FleetStateCodec(new_ring("k"), max_token_bytes=1 << 20), READABLE_RECORD_FORMATS[1])
+        store = TaskStore.connect(redis_server.url, sealer, prefix=f"ack-{secrets.token_hex(4)}:")
+        now = now_ms()
+        record = TaskRecord(secrets.token_urlsafe(24), None, "count_primes", {}, Status.WORKING, now, now, 60_000, 500)
+        try:
+            await store.ensure_group()
+            await store.create(record, max_live=10)
+            taken = await store.take("w1", block_ms=1_000)
+            assert taken is not None
+            assert (taken.task_id, taken.rev) == (record.task_id, 1)
+            assert not await store.ack(taken.message_id)  # the task is still working at revision 1
+            assert await store.reclaim("w2", lease_ms=0, count=5) == [taken]  # kept: pending, for the lease
+            stored = await store.load(record.task_id)
+            assert stored is not None
+            assert await store.commit(stored, replace(record, status=Status.CANCELLED))  # it moved on
+            assert await store.ack(taken.message_id)
+            assert await store.reclaim("w3", lease_ms=0, count=5) == []
+            gone = TaskRecord(
+                secrets.token_urlsafe(24), None, "count_primes", {}, Status.WORKING, now, now, 60_000, 500
+            )
+            await store.create(gone, max_live=10)
+            again = await store.take("w1", block_ms=1_000)
+            assert again is not None
+            await store.client.delete(store.task_key(gone.task_id))  # expired
+            assert await store.ack(again.message_id)
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())

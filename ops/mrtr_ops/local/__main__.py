@@ -13,8 +13,9 @@ from types import FrameType
 from mrtr_ops.fleet import LocalFleet
 from mrtr_ops.local.cluster import DEFAULT_PACKS, ClusterConfig, LocalCluster
 from mrtr_ops.local.control import ControlServer
-from mrtr_ops.local.process import NotReady
+from mrtr_ops.local.process import LOOPBACK, NotReady
 from mrtr_ops.local.redis import RedisMissing
+from mrtr_ops.local.sentinel import SERVICE, SentinelTiming
 
 NO_REDIS_BINARY = (
     "cluster: redis-server is not installed (as root, scripts/redis-setup installs Debian's): starting WITHOUT "
@@ -51,12 +52,33 @@ def main(argv: list[str] | None = None) -> int:
         "--no-redis", action="store_true", help="no task store: MRTR only, the workers do not offer tasks"
     )
     parser.add_argument("--redis-port", type=int, default=0, help="Redis's port on 127.0.0.1 (default: a free one)")
+    parser.add_argument(
+        "--redis-ha",
+        action="store_true",
+        help="Redis with Sentinel: a primary, replicas and three sentinels; the workers follow a failover",
+    )
+    parser.add_argument("--redis-replicas", type=int, default=2, help="replicas with --redis-ha (default 2)")
+    parser.add_argument(
+        "--redis-wait",
+        type=int,
+        default=1,
+        help="with --redis-ha: replicas every task write waits for (Redis WAIT; 0: none; default 1)",
+    )
+    parser.add_argument(
+        "--sentinel-down-after-ms",
+        type=int,
+        default=SentinelTiming.down_after_ms,
+        help="with --redis-ha: silence before a sentinel holds the primary down (default %(default)s)",
+    )
     args = parser.parse_args(argv)
 
     redis = not args.no_redis
     if redis and shutil.which("redis-server") is None:
         print(NO_REDIS_BINARY, file=sys.stderr, flush=True)
         redis = False
+    if redis and args.redis_ha and shutil.which("redis-sentinel") is None:
+        print("cluster: --redis-ha needs redis-sentinel (as root, scripts/redis-setup installs it)", file=sys.stderr)
+        return 1
 
     worker_env = {"MRTR_WORKER_SHEDDING": "true" if args.shedding == "on" else "false"}
     if args.max_slice_ms is not None:
@@ -73,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         worker_env=worker_env,
         redis=redis,
         redis_port=args.redis_port,
+        redis_ha=args.redis_ha,
+        redis_replicas=args.redis_replicas,
+        redis_wait_replicas=args.redis_wait,
+        sentinel_timing=SentinelTiming(down_after_ms=args.sentinel_down_after_ms),
     )
     stop = threading.Event()
 
@@ -109,6 +135,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _where_redis_runs(cluster: LocalCluster) -> str:
+    ha = cluster.redis_ha
+    if ha is not None:
+        primary = ha.primary()
+        replicas = ", ".join(f"{LOOPBACK}:{node.port}" for node in ha.replicas())
+        return (
+            f"redis: Sentinel service {SERVICE!r} via {ha.sentinel_addresses}; primary {LOOPBACK}:{primary.port} "
+            f"(pid {primary.pid}), replicas {replicas}; writes wait for {cluster.config.redis_wait_replicas} "
+            f"replica(s); data and logs in {ha.directory}"
+        )
     if cluster.redis is None:
         return "redis: none (tasks are off; the workers serve everything else)"
     redis = cluster.redis

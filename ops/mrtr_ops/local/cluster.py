@@ -1,4 +1,5 @@
-"""The local cluster: the round-robin proxy, N workers and the task store (Redis) as processes on 127.0.0.1.
+"""The local cluster: the round-robin proxy, N workers and the task store (Redis, or Redis with Sentinel) as
+processes on 127.0.0.1.
 
 The embedded default (no Docker needed): the same worker and proxy code the
 containers run, started the way `scripts/cluster` starts them. Tests, the
@@ -23,6 +24,8 @@ from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.cable import Cable, Switchboard
 from mrtr_ops.local.process import LOOPBACK, ManagedProcess, WorkerSpec, free_port
 from mrtr_ops.local.redis import REDIS_URL_VARIABLE, RedisServer
+from mrtr_ops.local.redis_ha import RedisHA
+from mrtr_ops.local.sentinel import SentinelTiming
 from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.keyring import new_ring
 
@@ -67,6 +70,13 @@ class ClusterConfig:
     """
     redis_port: int = 0
     """Redis's port on 127.0.0.1 (0 picks a free one)."""
+    redis_ha: bool = False
+    """Instead of the one Redis: a primary, `redis_replicas` replicas and three sentinels (`RedisHA`, in
+    `work_dir/redis-ha`); the workers reach the primary through the sentinels (`scripts/cluster --redis-ha`)."""
+    redis_replicas: int = 2
+    redis_wait_replicas: int = 1
+    """With `redis_ha`: replicas each task write waits for (`MRTR_WORKER_REDIS_WAIT_REPLICAS`; 0: no WAIT)."""
+    sentinel_timing: SentinelTiming = field(default_factory=SentinelTiming)
 
     def version_of(self, index: int) -> int:
         if not self.versions:
@@ -118,8 +128,15 @@ class LocalCluster:
         """The proxy's admin API: its backends, drain and undrain, its metrics."""
         self._switchboard = Switchboard() if config.cables else None
         self.redis: RedisServer | None = None
-        """The task store (None with `ClusterConfig.redis` off); stop, kill and restart keep its data."""
-        if config.redis:
+        """The task store (None with `ClusterConfig.redis` off or `redis_ha` on); stop, kill and restart keep its
+        data."""
+        self.redis_ha: RedisHA | None = None
+        """The task store with Sentinel (`ClusterConfig.redis_ha`): its nodes, its sentinels and its faults."""
+        if config.redis and config.redis_ha:
+            self.redis_ha = RedisHA(
+                config.work_dir / "redis-ha", replicas=config.redis_replicas, timing=config.sentinel_timing
+            )
+        elif config.redis:
             self.redis = RedisServer(config.work_dir / "redis", port=config.redis_port or free_port())
 
     @property
@@ -147,6 +164,8 @@ class LocalCluster:
         try:
             if self.redis is not None:
                 self.redis.start()  # before the workers: they find their task store at start
+            if self.redis_ha is not None:
+                self.redis_ha.start()
             started = [self._start_worker(self.config.version_of(i)) for i in range(self.config.workers)]
             for handle in started:
                 handle.process.wait_ready(self.config.ready_timeout)
@@ -172,6 +191,8 @@ class LocalCluster:
             self._switchboard = None
         if self.redis is not None:
             self.redis.stop()
+        if self.redis_ha is not None:
+            self.redis_ha.stop()
         self._http.close()
         self.lb.close()
 
@@ -301,6 +322,8 @@ class LocalCluster:
 
     def _start_worker(self, version: int, extra_env: dict[str, str] | None = None) -> WorkerHandle:
         store = {} if self.redis is None else {REDIS_URL_VARIABLE: self.redis.url}
+        if self.redis_ha is not None:
+            store = self.redis_ha.worker_env(wait_replicas=self.config.redis_wait_replicas)
         public = {PUBLIC_URL_VARIABLE: self.url}  # the vault page's links point at the proxy, like /mcp
         env = {**store, **public, **self.config.worker_env, **(extra_env or {})}
         spec = WorkerSpec(

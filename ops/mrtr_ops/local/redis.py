@@ -44,6 +44,9 @@ class RedisServer:
     directory: Path
     port: int = field(default_factory=free_port)
     binary: str = "redis-server"
+    options: list[str] = field(default_factory=list)
+    """More command-line options (`--name value` pairs), read at every start: what `RedisHA` sets a node's
+    replication with (a restart after a failover starts it as the new primary's replica)."""
     popen: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _log: IO[bytes] | None = field(default=None, init=False, repr=False)
 
@@ -74,6 +77,7 @@ class RedisServer:
             path, "--port", str(self.port), "--bind", LOOPBACK, "--dir", str(self.directory),
             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
             "--daemonize", "no", "--protected-mode", "yes", "--logfile", "",
+            *self.options,
         ]  # fmt: skip
         self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 

@@ -141,14 +141,16 @@ def _task_parts(
     engine: Engine,
     metrics: WorkerMetrics,
 ) -> tuple[TaskService | None, TaskRunner | None]:
-    """The task service and runner when a Redis URL is configured; (None, None) leaves tasks off."""
-    url = settings.redis_url_text()
-    if url is None:
+    """The task service and runner when a Redis (URL or sentinels) is configured; (None, None) leaves tasks off."""
+    target = settings.redis_target()
+    if target is None:
         return None, None
     sealer = RecordSealer(codec, READABLE_RECORD_FORMATS[settings.version])
     incarnation = new_incarnation()  # named on every connection: peers see this process die (`tasks.presence`)
     name = client_name(settings.redis_prefix, identity.instance_id, incarnation)
-    store = TaskStore.connect(url, sealer, prefix=settings.redis_prefix, client_name=name)
+    store = TaskStore.connect(
+        target, sealer, prefix=settings.redis_prefix, wait=settings.redis_wait(), client_name=name
+    )
     service = TaskService(
         store, ttl_ms=settings.task_ttl_ms, poll_ms=settings.task_poll_interval_ms, max_live=settings.max_live_tasks
     )
@@ -174,12 +176,12 @@ def _task_parts(
 
 
 def _vault_desk(settings: WorkerSettings) -> VaultDesk | None:
-    """The vault flows (in the task store's Redis, under its prefix) when a Redis URL is configured."""
-    url = settings.redis_url_text()
-    if url is None:
+    """The vault flows (in the task store's Redis, under its prefix) when a Redis (URL or sentinels) is configured."""
+    target = settings.redis_target()
+    if target is None:
         return None
     ttl_ms = int(settings.state_ttl_seconds * 1000)  # a flow lives no longer than the state that carries it
-    return VaultDesk(VaultFlows.connect(url, prefix=settings.redis_prefix, ttl_ms=ttl_ms), settings.public_base())
+    return VaultDesk(VaultFlows.connect(target, prefix=settings.redis_prefix, ttl_ms=ttl_ms), settings.public_base())
 
 
 def _token_verifier(settings: WorkerSettings) -> JwtVerifier | None:

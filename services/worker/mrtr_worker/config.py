@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from mrtr_worker.compute.policy import SheddingSettings
 from mrtr_worker.packs.registry import check_names
+from mrtr_worker.redis_link import RedisTarget, WaitPolicy, parse_sentinels
 from mrtr_worker.state_layout import READABLE_FORMATS
 
 SUPPORTED_VERSIONS = (1, 2)
@@ -129,6 +130,16 @@ class WorkerSettings(BaseSettings):
     redis_url: SecretStr | None = None
     """The task store (`redis://host:port/db`); unset, the worker serves everything but tasks and does not
     advertise the tasks extension. A secret because the URL may carry a password."""
+    redis_sentinels: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Sentinels (`host:port,...`) to ask for the primary of `redis_sentinel_service`, instead of `redis_url`:
+    the store then follows a failover (see `mrtr_worker.redis_link`)."""
+    redis_sentinel_service: str = Field(default="mrtr", min_length=1, max_length=64)
+    """The name the sentinels know the fleet's Redis by (`sentinel monitor NAME ...`)."""
+    redis_wait_replicas: int = Field(default=0, ge=0, le=16)
+    """Replicas every task write waits for (Redis `WAIT`) before it is acknowledged; 0 (the default): none.
+    With Sentinel, 1 keeps an acknowledged write through a failover that promotes a replica which has it."""
+    redis_wait_timeout_ms: int = Field(default=500, ge=1, le=10_000)
+    """How long a write waits for those replicas; past it the write is not acknowledged (it may still persist)."""
     redis_prefix: str = Field(default="mrtr:", max_length=64)
     """Prefix of every key the task store writes (one Redis can host several fleets, or tests)."""
     task_ttl_ms: int = Field(default=3_600_000, ge=1_000)
@@ -156,8 +167,34 @@ class WorkerSettings(BaseSettings):
     checker; 0 (the default) writes none."""
 
     _split = field_validator(
-        "tool_packs", "allowed_hosts", "allowed_origins", "jwt_algorithms", "required_scopes", mode="before"
+        "tool_packs",
+        "allowed_hosts",
+        "allowed_origins",
+        "jwt_algorithms",
+        "required_scopes",
+        "redis_sentinels",
+        mode="before",
     )(_split_csv)
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _empty_url_is_unset(cls, value: object) -> object:
+        """An empty `MRTR_WORKER_REDIS_URL` is no URL: how a compose file that sets one by default unsets it."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinel_addresses(cls, value: list[str]) -> list[str]:
+        parse_sentinels(value)  # raises with the bad entry named
+        return value
+
+    @model_validator(mode="after")
+    def _one_redis(self) -> WorkerSettings:
+        if self.redis_url is not None and self.redis_sentinels:
+            raise ValueError(
+                "set at most one of MRTR_WORKER_REDIS_URL (one Redis) or MRTR_WORKER_REDIS_SENTINELS (Sentinel)"
+            )
+        return self
 
     @field_validator("version")
     @classmethod
@@ -246,8 +283,18 @@ class WorkerSettings(BaseSettings):
         return self.public_url.rstrip("/")
 
     def redis_url_text(self) -> str | None:
-        """The task store's URL, or None when tasks are off."""
+        """The task store's URL, or None (Sentinel mode, or tasks off)."""
         return None if self.redis_url is None else self.redis_url.get_secret_value()
+
+    def redis_target(self) -> RedisTarget | None:
+        """Where the fleet's Redis is (a URL or sentinels), or None when tasks are off."""
+        if self.redis_sentinels:
+            return RedisTarget(sentinels=parse_sentinels(self.redis_sentinels), service=self.redis_sentinel_service)
+        url = self.redis_url_text()
+        return None if url is None else RedisTarget(url=url)
+
+    def redis_wait(self) -> WaitPolicy:
+        return WaitPolicy(self.redis_wait_replicas, self.redis_wait_timeout_ms)
 
     def keyring_text(self) -> str:
         """The key ring's JSON text, from the environment or the file."""

@@ -75,8 +75,8 @@ def compose() -> dict[str, Any]:
     return compose_project(ROOT)
 
 
-_DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:-([^${}]*)\}")
-"""An innermost `${VAR:-default}`: nested ones are replaced from the inside out."""
+_DEFAULT = re.compile(r"\$\{[A-Z0-9_]+:?-([^${}]*)\}")
+"""An innermost `${VAR:-default}` (or `${VAR-default}`): nested ones are replaced from the inside out."""
 
 
 def compose_value(value: object) -> str:

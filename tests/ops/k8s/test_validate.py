@@ -18,9 +18,12 @@ from mrtr_ops.k8s.render import KUSTOMIZATIONS, Manifest, validate_all, validati
 from tests.ops.k8s.objects import container, find
 from tests.support.paths import ROOT
 
+_FLEET = {"Namespace", "Deployment", "StatefulSet", "Service", "PodDisruptionBudget", "NetworkPolicy"}
 EXPECTED_OBJECTS = {
-    "overlays/v1": {"Namespace", "Deployment", "StatefulSet", "Service", "PodDisruptionBudget", "NetworkPolicy"},
-    "overlays/v2": {"Namespace", "Deployment", "StatefulSet", "Service", "PodDisruptionBudget", "NetworkPolicy"},
+    "overlays/v1": _FLEET,
+    "overlays/v2": _FLEET,
+    "overlays/v1-redis-ha": _FLEET,
+    "overlays/v2-redis-ha": _FLEET,
     "loadtest": {"Namespace", "Deployment", "Service", "ConfigMap"},
 }
 
@@ -128,5 +131,6 @@ def test_the_validate_command_fails_when_kustomize_refuses(tmp_path: Path) -> No
 def test_the_validate_command_passes_and_writes_the_renderings(tmp_path: Path) -> None:
     done = _validate_cli("--out", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["loadtest.yaml", "overlays-v1.yaml", "overlays-v2.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{k.replace('/', '-')}.yaml" for k in KUSTOMIZATIONS)
+    assert "overlays-v1.yaml" in {p.name for p in tmp_path.iterdir()}
     assert done.stdout.count("ok   ") == len(KUSTOMIZATIONS)

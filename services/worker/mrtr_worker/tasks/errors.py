@@ -20,6 +20,16 @@ def store_unavailable() -> MCPError:
     )
 
 
+def store_unconfirmed() -> MCPError:
+    """A write the primary took but too few replicas confirmed (`MRTR_WORKER_REDIS_WAIT_REPLICAS`) in time."""
+    return MCPError(
+        code=INTERNAL_ERROR,
+        message="Task store did not confirm the write on a replica in time (Redis WAIT); it is not acknowledged: "
+        "it may or may not have been kept; retry later",
+        data={"reason": "task_store_unconfirmed", "retryable": True},
+    )
+
+
 def task_limit(limit: int) -> MCPError:
     return MCPError(
         code=INVALID_REQUEST,

@@ -220,4 +220,9 @@ class SliceLeases:
             stored.record.steps,
             record.steps,
         ]
-        return Check(str(await self._commit(keys=keys, args=args)))
+        if not store.wait.on:
+            return Check(str(await self._commit(keys=keys, args=args)))
+        async with store.transaction() as pipe:  # the script inside MULTI/EXEC, then WAIT for the replicas
+            await self._commit(keys=keys, args=args, client=pipe)
+            replies = await pipe.execute()  # NotReplicated: landed on the primary, not confirmed by replicas
+        return Check(str(replies[0]))

@@ -19,6 +19,7 @@ from mcp.server.context import ServerRequestContext
 from redis.exceptions import RedisError
 
 from mrtr_worker.capabilities import Need, allows
+from mrtr_worker.redis_link import NotReplicated
 from mrtr_worker.tasks import errors
 from mrtr_worker.tasks.catalog import job_named
 from mrtr_worker.tasks.principal import principal_of
@@ -49,6 +50,9 @@ class TaskService:
     async def _guard(self, task_id: str = "") -> AsyncIterator[None]:
         try:
             yield
+        except NotReplicated as exc:
+            logger.warning("task write not confirmed by replicas: %s", exc)
+            raise errors.store_unconfirmed() from None
         except RedisError as exc:
             logger.warning("task store unavailable: %s", exc)
             raise errors.store_unavailable() from None

@@ -40,6 +40,14 @@ MULTI/EXEC), or for a slice's commit one script (`tasks.leases`, fenced):
 the checkpoint, the acknowledgement of the slice just run and the message
 of the next one land together or not at all, so a slice is never lost and
 never runs from a stale checkpoint.
+
+Replicas (Sentinel mode): the writes that acknowledge something (a creation,
+a checkpoint, a re-seal, a slice's fenced commit) go through `transaction`,
+which with `MRTR_WORKER_REDIS_WAIT_REPLICAS` set sends Redis's `WAIT` after
+EXEC and raises `NotReplicated` when too few replicas confirmed in time (the
+write stays on the primary: Redis has no rollback). Acknowledgements of
+slices and put-backs do not wait: losing one in a failover brings a slice
+back through its lease, which the revision check already handles.
 """
 
 from __future__ import annotations
@@ -52,12 +60,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import redis.asyncio as redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError, WatchError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from mrtr_worker import redis_link
+from mrtr_worker.redis_link import RedisTarget, ReplicatedPipeline, WaitPolicy
 from mrtr_worker.tasks.principal import principal_digest
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.sealing import RecordSealer
@@ -70,6 +76,7 @@ _RESEAL_ATTEMPTS = 3
 _SCAN_BATCH = 200
 _FORGET_RUNNER_MS = 3_600_000
 """Workers not heard from for an hour leave the `runners` set."""
+NO_WAIT = WaitPolicy()
 
 logger = logging.getLogger(__name__)
 
@@ -117,34 +124,46 @@ def now_ms() -> int:
 
 
 class TaskStore:
-    def __init__(self, client: redis.Redis, sealer: RecordSealer, *, prefix: str) -> None:
+    def __init__(self, client: redis.Redis, sealer: RecordSealer, *, prefix: str, wait: WaitPolicy = NO_WAIT) -> None:
         self.client = client
+        self.wait = wait
+        """Replicas every write of a task waits for (`transaction`); off by default."""
         self._sealer = sealer
         self.prefix = prefix
         self.stream = f"{prefix}slices"
+        self._ack_if_stale = client.register_script(_ACK_IF_STALE)
         self.changes = f"{prefix}task-changes"
         self.runners = f"{prefix}runners"
         self.runner_rates = f"{prefix}runner-rates"
 
     @classmethod
-    def connect(cls, url: str, sealer: RecordSealer, *, prefix: str, client_name: str | None = None) -> TaskStore:
+    def connect(
+        cls,
+        target: RedisTarget | str,
+        sealer: RecordSealer,
+        *,
+        prefix: str,
+        wait: WaitPolicy = NO_WAIT,
+        client_name: str | None = None,
+    ) -> TaskStore:
         """A client that fails fast (a task call waits at most a few seconds for an unreachable Redis) and
         retries a command a few times on a dropped connection, so a Redis restart costs no error once it is back.
 
         Five retries back off 0.1 + 0.2 + 0.4 + 0.5 + 0.5 s: a restart (stop, start on the same data) took
         0.4 to 0.6 s on a loaded two-core machine, too close to the 0.7 s that three retries allowed.
 
+        `target`: a URL, or sentinels (`mrtr_worker.redis_link`): then every new connection asks them for the
+        primary, so the same retries carry a command across a failover that completes within them.
         `client_name`: the name every connection carries (`tasks.presence`: how peers see this worker die)."""
-        client = redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=2.0,
-            socket_connect_timeout=1.0,
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), _COMMAND_RETRIES),
-            retry_on_error=[RedisConnectionError, RedisTimeoutError],
-            client_name=client_name,
-        )
-        return cls(client, sealer, prefix=prefix)
+        where = RedisTarget(url=target) if isinstance(target, str) else target
+        client = redis_link.connect(where, retries=_COMMAND_RETRIES, client_name=client_name)
+        return cls(client, sealer, prefix=prefix, wait=wait)
+
+    def transaction(self) -> ReplicatedPipeline:
+        """A MULTI/EXEC pipeline for a task's write: with `wait` on, its `execute()` also waits for the replicas
+        (WAIT on the same connection) and raises `NotReplicated` when too few acknowledged in time. Every
+        write that acknowledges a creation or a checkpoint goes through here (`tasks.leases` too)."""
+        return ReplicatedPipeline(self.client, self.wait)
 
     def key(self, name: str) -> str:
         """A key of this store (under its prefix)."""
@@ -189,7 +208,7 @@ class TaskStore:
         for _ in range(_RETRIES):
             now = now_ms()
             await self.client.zremrangebyscore(live, "-inf", now)  # tasks that expired unfinished hold no place
-            async with self.client.pipeline(transaction=True) as pipe:
+            async with self.transaction() as pipe:
                 try:
                     await pipe.watch(live)
                     if await pipe.zcard(live) >= max_live:
@@ -229,7 +248,7 @@ class TaskStore:
         """
         key = self.task_key(record.task_id)
         for _ in range(_RETRIES):
-            async with self.client.pipeline(transaction=True) as pipe:
+            async with self.transaction() as pipe:
                 try:
                     await pipe.watch(key)
                     rev = await pipe.hget(key, "rev")
@@ -306,7 +325,7 @@ class TaskStore:
     async def _reseal(self, key: str, task_id: str) -> ResealOutcome:
         """One record: the name of the `ResealCounts` field it counts under."""
         for _ in range(_RESEAL_ATTEMPTS):
-            async with self.client.pipeline(transaction=True) as pipe:
+            async with self.transaction() as pipe:
                 try:
                     await pipe.watch(key)
                     sealed = cast(str | None, await pipe.hget(key, "rec"))
@@ -413,11 +432,38 @@ class TaskStore:
             pipe.xadd(self.stream, {"task": taken.task_id, "rev": taken.rev})
             await pipe.execute()
 
-    async def ack(self, message_id: str) -> None:
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.xack(self.stream, GROUP, message_id)
-            pipe.xdel(self.stream, message_id)
-            await pipe.execute()
+    async def ack(self, message_id: str) -> bool:
+        """Drop a slice found stale: acknowledged and deleted, unless its task still waits on it.
+
+        The runner decides a slice is stale from what it read (the task gone, at another revision, not
+        working). In Sentinel mode that read may have reached an old primary that came back from a
+        partition, which answers from an older past for up to the client's recheck: acknowledging on the
+        real primary then would leave the task with no slice at all. So the check is made again, in Redis,
+        next to the acknowledgement (one script): a slice whose task is still working at its revision stays
+        pending, and comes back through its lease. False: kept."""
+        return bool(
+            await self._ack_if_stale(keys=[self.stream], args=[GROUP, message_id, self.task_key(""), "working"])
+        )
+
+
+_ACK_IF_STALE = """
+local entry = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+if #entry == 1 then
+  local fields, task, rev = entry[1][2], nil, nil
+  for i = 1, #fields, 2 do
+    if fields[i] == 'task' then task = fields[i + 1] elseif fields[i] == 'rev' then rev = fields[i + 1] end
+  end
+  if task then
+    -- the task's key is built here, not passed in KEYS: fine on one Redis (and Sentinel), not on a cluster
+    local current = redis.call('HMGET', ARGV[3] .. task, 'rev', 'status')
+    if current[1] == rev and current[2] == ARGV[4] then return 0 end
+  end
+end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
+"""
+"""`ack`: acknowledge and delete a slice unless the task it names is still working at the revision it carries."""
 
 
 def _glob_escape(text: str) -> str:

@@ -24,12 +24,10 @@ from enum import Enum
 from typing import cast
 
 import redis.asyncio as redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from mrtr_worker import redis_link
+from mrtr_worker.redis_link import RedisTarget
 from mrtr_worker.vault.users import User
 
 FLOW_ID = re.compile(r"^[A-Za-z0-9_-]{32,64}$")
@@ -88,17 +86,11 @@ class VaultFlows:
         self.ttl_ms = ttl_ms
 
     @classmethod
-    def connect(cls, url: str, *, prefix: str, ttl_ms: int) -> VaultFlows:
-        """A client that fails fast (a page or a call waits a few seconds at most for an unreachable Redis)."""
-        client = redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=2.0,
-            socket_connect_timeout=1.0,
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3),
-            retry_on_error=[RedisConnectionError, RedisTimeoutError],
-        )
-        return cls(client, prefix=prefix, ttl_ms=ttl_ms)
+    def connect(cls, target: RedisTarget | str, *, prefix: str, ttl_ms: int) -> VaultFlows:
+        """A client that fails fast (a page or a call waits a few seconds at most for an unreachable Redis);
+        with sentinels it follows the primary through a failover, like the task store."""
+        where = RedisTarget(url=target) if isinstance(target, str) else target
+        return cls(redis_link.connect(where, retries=3), prefix=prefix, ttl_ms=ttl_ms)
 
     def key(self, flow_id: str) -> str:
         return f"{self._prefix}vault:{flow_id}"

@@ -1,0 +1,76 @@
+"""Where a worker finds its Redis: a URL or sentinels, the WAIT policy, and clear errors for bad settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from mrtr_worker.config import WorkerSettings
+from mrtr_worker.keyring import new_ring
+from mrtr_worker.redis_link import NotReplicated, RedisTarget, WaitPolicy, parse_sentinels
+
+
+def _settings(tmp_path: Path, **env: str) -> WorkerSettings:
+    ring = tmp_path / "ring.json"
+    ring.write_text(new_ring("k").dumps())
+    values: dict[str, object] = {"keyring_file": ring, "allow_anonymous": True, **env}
+    return WorkerSettings(**values)  # type: ignore[arg-type]  # the environment's strings, as pydantic reads them
+
+
+def test_sentinel_addresses_parse_and_bad_ones_are_named() -> None:
+    assert parse_sentinels(["a:26379", " b.example:1 ", "[::1]:26380"]) == (
+        ("a", 26379),
+        ("b.example", 1),
+        ("::1", 26380),
+    )
+    for bad in ("nohost", "host:", ":26379", "host:port", "host:0", "host:70000"):
+        with pytest.raises(ValueError, match="is not host:port"):
+            parse_sentinels([bad])
+
+
+def test_a_target_is_a_url_or_sentinels_never_both_nor_neither() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        RedisTarget()
+    with pytest.raises(ValueError, match="exactly one"):
+        RedisTarget(url="redis://x:6379/0", sentinels=(("s", 26379),))
+    assert "secret" not in RedisTarget(url="redis://:secret@x:6379/0").describe()
+    assert RedisTarget(sentinels=(("s1", 1), ("s2", 2)), service="fleet").describe() == (
+        "Sentinel service 'fleet' via s1:1,s2:2"
+    )
+
+
+def test_settings_give_a_url_target_sentinels_or_none(tmp_path: Path) -> None:
+    assert _settings(tmp_path).redis_target() is None
+    assert _settings(tmp_path, redis_url="").redis_target() is None  # how an overlay unsets compose's default
+    assert _settings(tmp_path, redis_url="redis://r:6379/0").redis_target() == RedisTarget(url="redis://r:6379/0")
+    sentinel = _settings(tmp_path, redis_sentinels="s1:26379,s2:26379,s3:26379", redis_sentinel_service="fleet")
+    assert sentinel.redis_target() == RedisTarget(
+        sentinels=(("s1", 26379), ("s2", 26379), ("s3", 26379)), service="fleet"
+    )
+    assert sentinel.redis_wait() == WaitPolicy(0, 500)
+    assert not sentinel.redis_wait().on
+    waiting = _settings(tmp_path, redis_sentinels="s1:26379", redis_wait_replicas="1", redis_wait_timeout_ms="250")
+    assert waiting.redis_wait() == WaitPolicy(1, 250)
+    assert waiting.redis_wait().on
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"redis_url": "redis://r:6379/0", "redis_sentinels": "s:26379"}, "set at most one of MRTR_WORKER_REDIS_URL"),
+        ({"redis_sentinels": "s:26379,oops"}, "'oops' is not host:port"),
+        ({"redis_wait_replicas": "-1"}, "redis_wait_replicas"),
+        ({"redis_wait_timeout_ms": "0"}, "redis_wait_timeout_ms"),
+        ({"redis_sentinel_service": ""}, "redis_sentinel_service"),
+    ],
+)
+def test_bad_redis_settings_are_refused_clearly(tmp_path: Path, env: dict[str, str], expected: str) -> None:
+    with pytest.raises(ValidationError, match=expected):
+        _settings(tmp_path, **env)
+
+
+def test_an_unconfirmed_write_says_what_is_known() -> None:
+    assert "acknowledged by 0 of 1 replica(s) within 500 ms" in str(NotReplicated(0, WaitPolicy(1, 500)))
+    assert "an unknown number of 2" in str(NotReplicated(None, WaitPolicy(2, 100)))
