@@ -108,21 +108,22 @@ LIMITS = (
     "max_input_responses",
     "max_answer_bytes",
 )
-"""Every bound on what a client may send or hold: each a setting, each in the README's limits table."""
+"""Every bound on what a client may send or hold: each a setting, each in docs/auth-and-limits.md's limits table."""
 
 
 def _shown(field: str, value: object) -> str:
-    """A default as the README writes it: 32 KiB, 1 MiB, 10."""
+    """A default as the limits table writes it: 32 KiB, 1 MiB, 10."""
     if field.endswith("_bytes") and isinstance(value, int) and value % 1024 == 0:
         return f"{value // (1024 * 1024)} MiB" if value % (1024 * 1024) == 0 else f"{value // 1024} KiB"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 @pytest.mark.parametrize("field", LIMITS)
-def test_the_readme_limits_table_names_every_bound_with_its_default(field: str) -> None:
-    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.lstrip().startswith("| ")]
+def test_the_limits_table_names_every_bound_with_its_default(field: str) -> None:
+    page = ROOT / "docs" / "auth-and-limits.md"
+    rows = [line for line in page.read_text().splitlines() if line.lstrip().startswith("| ")]
     name = f"`{field.upper()}`"
     row = next((row for row in rows if name in row), None)
-    assert row is not None, f"no row of the README's tables names {name}"
+    assert row is not None, f"no row of the tables in {page.name} names {name}"
     default = WorkerSettings.model_fields[field].default
     assert f"{name} ({_shown(field, default)}" in row, (row, default)
