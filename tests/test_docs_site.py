@@ -59,4 +59,7 @@ def test_the_site_builds_strictly(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     build(config)
     assert (tmp_path / "site" / "index.html").is_file()
     home = (tmp_path / "site" / "index.html").read_text()
-    assert "The two commands" in home, "the home page lost the README's sections"
+    for section in ("the-two-commands", "try-it", "the-picture", "where-to-read-on"):
+        assert f'id="{section}"' in home, f"home page lacks {section}: a README snippet gone, or a fence left open"
+    picture = re.search(r"<pre[^>]*>(?:(?!</pre>).)*any instance can serve any round", home, re.S)
+    assert picture is not None, "the picture is not a code block on the home page (a fence left open?)"
