@@ -11,11 +11,11 @@ Public API::
 or ``python -m mrtr_lb --port 8080 --backends http://127.0.0.1:9001,...``.
 """
 
-from .app import create_app
-from .backends import Backend, BackendPool
-from .config import Settings
-from .discovery import Resolver, system_resolver
-from .server import RunningLB, serve_until_signalled, start_server
+from mrtr_lb.app import create_app
+from mrtr_lb.backends import Backend, BackendPool
+from mrtr_lb.config import Settings
+from mrtr_lb.discovery import Resolver, system_resolver
+from mrtr_lb.server import RunningLB, serve_until_signalled, start_server
 
 __all__ = [
     "Backend",

@@ -11,10 +11,10 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from . import proxy
-from .config import Settings, describe_error
-from .logsink import LINE_FORMAT, BatchedStreamHandler, direct_lines, flushing
-from .server import serve_until_signalled
+from mrtr_lb import proxy
+from mrtr_lb.config import Settings, describe_error
+from mrtr_lb.logsink import LINE_FORMAT, BatchedStreamHandler, direct_lines, flushing
+from mrtr_lb.server import serve_until_signalled
 
 PROG = "mrtr-lb"
 

@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .backends import BackendPool
-from .config import normalize_backend_url
-from .metrics import CONTENT_TYPE_LATEST, LbMetrics
+from mrtr_lb.backends import BackendPool
+from mrtr_lb.config import normalize_backend_url
+from mrtr_lb.metrics import CONTENT_TYPE_LATEST, LbMetrics
 
 PREFIX = "/lb"
 JSON = "application/json; charset=utf-8"

@@ -14,10 +14,10 @@ import asyncio
 import logging
 from urllib.parse import parse_qsl
 
-from .admin import JSON, PREFIX, Admin, authorize, jsonrpc_error_body, log_call
-from .bounds import Limits
-from .config import Settings
-from .lean_http import ClientConnection, LeanRequest, Overloaded, simple_response
+from mrtr_lb.admin import JSON, PREFIX, Admin, authorize, jsonrpc_error_body, log_call
+from mrtr_lb.bounds import Limits
+from mrtr_lb.config import Settings
+from mrtr_lb.lean_http import ClientConnection, LeanRequest, Overloaded, simple_response
 
 log = logging.getLogger("mrtr_lb.admin")
 

@@ -23,9 +23,9 @@ from urllib.parse import unquote
 import httptools
 from aiohttp import web, web_protocol
 
-from .admin import JSON, jsonrpc_error_body
-from .bounds import LINGER, Limits, head_bytes_in
-from .lean_http import Overloaded, simple_response
+from mrtr_lb.admin import JSON, jsonrpc_error_body
+from mrtr_lb.bounds import LINGER, Limits, head_bytes_in
+from mrtr_lb.lean_http import Overloaded, simple_response
 
 MAX_LINGERING = 256
 

@@ -15,13 +15,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
-from .backends import BackendPool
-from .background import background
-from .balancing import picker
-from .config import Settings
-from .discovery import Resolver
-from .metrics import LbMetrics
-from .proxy import Outcome, Proxy, jsonrpc_error, record
+from mrtr_lb.backends import BackendPool
+from mrtr_lb.background import background
+from mrtr_lb.balancing import picker
+from mrtr_lb.config import Settings
+from mrtr_lb.discovery import Resolver
+from mrtr_lb.metrics import LbMetrics
+from mrtr_lb.proxy import Outcome, Proxy, jsonrpc_error, record
 
 log = logging.getLogger("mrtr_lb")
 

@@ -18,14 +18,14 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from .backends import Backend
-from .lean_http import ClientConnection, LeanRequest
-from .lean_upstream import UpstreamConnection, connection_tokens, header_value, split_head
-from .proxy import HOP_BY_HOP, Outcome, access_log, describe, emit_access
-from .proxy import access_head as log_head
+from mrtr_lb.backends import Backend
+from mrtr_lb.lean_http import ClientConnection, LeanRequest
+from mrtr_lb.lean_upstream import UpstreamConnection, connection_tokens, header_value, split_head
+from mrtr_lb.proxy import HOP_BY_HOP, Outcome, access_log, describe, emit_access
+from mrtr_lb.proxy import access_head as log_head
 
 if TYPE_CHECKING:
-    from .lean_proxy import LeanProxy
+    from mrtr_lb.lean_proxy import LeanProxy
 
 _HOP = frozenset(name.encode() for name in HOP_BY_HOP)
 _NO_BODY_STATUS = frozenset({204, 304})

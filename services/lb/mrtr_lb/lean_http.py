@@ -18,12 +18,12 @@ from urllib.parse import unquote
 
 import httptools
 
-from .admin import JSON, jsonrpc_error_body
-from .bounds import LINGER, TOO_MANY_CONNECTIONS, Limits, head_bytes_in
-from .lean_upstream import Headers, UpstreamConnection
+from mrtr_lb.admin import JSON, jsonrpc_error_body
+from mrtr_lb.bounds import LINGER, TOO_MANY_CONNECTIONS, Limits, head_bytes_in
+from mrtr_lb.lean_upstream import Headers, UpstreamConnection
 
 if TYPE_CHECKING:
-    from .lean_proxy import HeaderBlock
+    from mrtr_lb.lean_proxy import HeaderBlock
 
 log = logging.getLogger("mrtr_lb.lean")
 

@@ -13,14 +13,14 @@ import collections
 import time
 from collections.abc import Sequence
 
-from .admin import jsonrpc_error_body
-from .backends import Backend, BackendPool
-from .config import Settings
-from .lean_forward import Forward
-from .lean_http import ClientConnection, LeanRequest, simple_response
-from .lean_upstream import UpstreamPool, connection_tokens
-from .metrics import LbMetrics
-from .proxy import BODY_METHODS, REQUEST_DROP, describe, log
+from mrtr_lb.admin import jsonrpc_error_body
+from mrtr_lb.backends import Backend, BackendPool
+from mrtr_lb.config import Settings
+from mrtr_lb.lean_forward import Forward
+from mrtr_lb.lean_http import ClientConnection, LeanRequest, simple_response
+from mrtr_lb.lean_upstream import UpstreamPool, connection_tokens
+from mrtr_lb.metrics import LbMetrics
+from mrtr_lb.proxy import BODY_METHODS, REQUEST_DROP, describe, log
 
 _REQUEST_DROP = frozenset(name.encode() for name in REQUEST_DROP)
 JSON = "application/json; charset=utf-8"

@@ -11,16 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from .admin import jsonrpc_error_body
-from .backends import BackendPool
-from .background import background
-from .balancing import picker
-from .bounds import Limits
-from .config import Settings
-from .discovery import Resolver
-from .lean_http import ClientConnection, LeanRequest, Overloaded, simple_response
-from .lean_proxy import JSON, LeanProxy
-from .metrics import LbMetrics
+from mrtr_lb.admin import jsonrpc_error_body
+from mrtr_lb.backends import BackendPool
+from mrtr_lb.background import background
+from mrtr_lb.balancing import picker
+from mrtr_lb.bounds import Limits
+from mrtr_lb.config import Settings
+from mrtr_lb.discovery import Resolver
+from mrtr_lb.lean_http import ClientConnection, LeanRequest, Overloaded, simple_response
+from mrtr_lb.lean_proxy import JSON, LeanProxy
+from mrtr_lb.metrics import LbMetrics
 
 MAX_LINGERING = 256
 """Refused connections (over the cap) that may linger at once; more are closed right after their 503."""

@@ -22,9 +22,9 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from .backends import Backend, BackendPool
-from .config import Settings
-from .metrics import LbMetrics
+from mrtr_lb.backends import Backend, BackendPool
+from mrtr_lb.config import Settings
+from mrtr_lb.metrics import LbMetrics
 
 access_log = logging.getLogger("mrtr_lb.access")
 log = logging.getLogger("mrtr_lb.proxy")

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from .admin import Admin
-from .admin_server import AdminServer
-from .aiohttp_bounds import GuardedRunner
-from .app import METRICS_KEY, POOL_KEY, create_app, record_refusal
-from .bounds import Limits
-from .config import Settings
-from .discovery import Resolver
-from .lean_server import LeanServer
+from mrtr_lb.admin import Admin
+from mrtr_lb.admin_server import AdminServer
+from mrtr_lb.aiohttp_bounds import GuardedRunner
+from mrtr_lb.app import METRICS_KEY, POOL_KEY, create_app, record_refusal
+from mrtr_lb.bounds import Limits
+from mrtr_lb.config import Settings
+from mrtr_lb.discovery import Resolver
+from mrtr_lb.lean_server import LeanServer
 
 log = logging.getLogger("mrtr_lb")
 
