@@ -1,6 +1,6 @@
 """What runs beside either forwarding engine: health checks, DNS discovery, rebalance on join.
 
-Both engines (aiohttp and lean) share one pool and these loops, so the
+Both engines (lean and the aiohttp reference) share one pool and these loops, so the
 balancer's contract (who is in rotation, when requests are abandoned) does
 not depend on which engine moves the bytes.
 """
