@@ -17,6 +17,7 @@ from typing import Any
 
 from benchmarks._cluster import PrimesCall, median, verdict
 from benchmarks._tally import Tally, closed_loop
+from benchmarks.report import markdown_table
 from mrtr_client import CallResult
 
 COMPUTE_META = "mrtr-cluster.dev/compute"
@@ -74,20 +75,21 @@ def report(results: dict[str, TaskRun], call: PrimesCall, callers: int, window: 
         "**Moves**: slices ended early on a slow instance or passed on by the one a task fled; **on slow**: "
         "the share of all slices that ran (or started) on the throttled worker.",
         "",
-        "| run | tasks done | p50 s | p90 s | p99 s | max s | wrong / errors | moves | slices per task p50 "
-        "| on slow | worker stopped |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    rows = []
     for row, run in results.items():
         slices = sum(c.slices for c in run.calls)
         on_slow = f"{sum(c.on_slow for c in run.calls) / slices:.0%}" if slices else "-"
         stopped = f"{run.stopped_share:.0%}" if run.stopped_share is not None else "-"
-        lines.append(
-            f"| {row} | {run.done} | {run.p(50):.1f} | {run.p(90):.1f} | {run.p(99):.1f} "
-            f"| {max((c.seconds for c in run.calls), default=math.nan):.1f} | {run.wrong} / {len(run.errors)} "
-            f"| {sum(c.moves for c in run.calls)} | {median([c.slices for c in run.calls]):.0f} | {on_slow} "
-            f"| {stopped} |"
-        )
+        longest = max((c.seconds for c in run.calls), default=math.nan)
+        times = (f"{run.p(50):.1f}", f"{run.p(90):.1f}", f"{run.p(99):.1f}", f"{longest:.1f}")
+        moves, per_task = sum(c.moves for c in run.calls), f"{median([c.slices for c in run.calls]):.0f}"
+        rows.append((row, run.done, *times, f"{run.wrong} / {len(run.errors)}", moves, per_task, on_slow, stopped))
+    columns = [
+        "run", "tasks done", "p50 s", "p90 s", "p99 s", "max s", "wrong / errors", "moves", "slices per task p50",
+        "on slow", "worker stopped",
+    ]  # fmt: skip
+    lines += markdown_table(columns, "lrrrrrrrrrr", rows)
     healthy = results[RUNS[0][0]]
     lines += ["", "Against the healthy run (the targets apply to the rule-on row):", ""]
     for row, run in list(results.items())[1:]:

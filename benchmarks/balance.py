@@ -21,7 +21,7 @@ from benchmarks._cluster import TOOL_PACKS, PrimesCall, stop_cluster
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure
 from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run
 from benchmarks.fleet_sim.metrics import percentile
-from benchmarks.report import parser, publish
+from benchmarks.report import markdown_table, parser, publish
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_worker.compute import primes
 
@@ -94,9 +94,8 @@ def report(cells: dict[tuple[str, str], list[Cell]], balances: list[str], sizes:
         "together). In the slow cells one worker runs 25 ms of every 100 ms (SIGSTOP/SIGCONT). Every answer "
         'checked. The fleet simulator\'s study is in the section "Past two cores".',
         "",
-        "| cell | balance | calls completed | p50 s | p99 s | max s | wrong / errors |",
-        "|---|---|---:|---:|---:|---:|---:|",
     ]
+    rows = []
     for scenario, title in SCENARIOS.items():
         for balance in balances:
             runs = cells.get((scenario, balance), [])
@@ -104,11 +103,19 @@ def report(cells: dict[tuple[str, str], list[Cell]], balances: list[str], sizes:
             completed = sum(cell.load.completed for cell in runs)
             wrong = sum(cell.load.wrong for cell in runs)
             errors = sum(len(cell.load.errors) for cell in runs)
-            lines.append(
-                f"| {title} | `{balance}` | {completed} | {percentile(seconds, 50):.1f} "
-                f"| {percentile(seconds, 99):.1f} | {max(seconds, default=float('nan')):.1f} | {wrong} / {errors} |"
+            rows.append(
+                (
+                    title,
+                    f"`{balance}`",
+                    completed,
+                    f"{percentile(seconds, 50):.1f}",
+                    f"{percentile(seconds, 99):.1f}",
+                    f"{max(seconds, default=float('nan')):.1f}",
+                    f"{wrong} / {errors}",
+                )
             )
-    return lines
+    columns = ["cell", "balance", "calls completed", "p50 s", "p99 s", "max s", "wrong / errors"]
+    return [*lines, *markdown_table(columns, "llrrrrr", rows)]
 
 
 if __name__ == "__main__":

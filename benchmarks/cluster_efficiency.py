@@ -38,7 +38,7 @@ from benchmarks._cluster import (
 )
 from benchmarks._cluster import proxy_cpu as proxy_cpu_of
 from benchmarks._cluster import workers_cpu as workers_cpu_of
-from benchmarks.report import parser, publish
+from benchmarks.report import markdown_table, parser, publish
 from mrtr_client import AsyncClient
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.percentiles import percentile
@@ -201,18 +201,19 @@ def report(bare: Window, ours: Window, window: float) -> list[str]:
         "is not an upper bound: its driver shares the two cores too, and step speed differs by up to ~15% "
         "between processes (see Hop cost), so the ratio is good to about a tenth and can come out above 1.",
         "",
-        "| side | useful steps/s | steps/s of calls completed in the window | calls (errors) | wasted steps "
-        "| call latency p50 / p99 s | hops per call p50 / max | CPU s: load generator / proxy + workers |",
-        "|---|---:|---:|---:|---:|---|---|---|",
     ]
+    rows = []
     for name, w in (("bare process pool (2 processes)", bare), ("proxy + 3 workers", ours)):
         server = f"{w.server_cpu:.1f}" if w is ours else "-"
         hops = f"{median(w.hops):.0f} / {max(w.hops, default=0)}"
-        lines.append(
-            f"| {name} | {w.rate:.1f} | {w.completed_steps / window:.1f} | {w.calls} ({w.errors}) | {w.wasted:.0f} "
-            f"| {median(w.latencies):.2f} / {percentile(w.latencies, 99):.2f} | {hops} "
-            f"| {w.client_cpu:.1f} / {server} |"
-        )
+        latency = f"{median(w.latencies):.2f} / {percentile(w.latencies, 99):.2f}"
+        steps = (f"{w.rate:.1f}", f"{w.completed_steps / window:.1f}", f"{w.calls} ({w.errors})", f"{w.wasted:.0f}")
+        rows.append((name, *steps, latency, hops, f"{w.client_cpu:.1f} / {server}"))
+    columns = [
+        "side", "useful steps/s", "steps/s of calls completed in the window", "calls (errors)", "wasted steps",
+        "call latency p50 / p99 s", "hops per call p50 / max", "CPU s: load generator / proxy + workers",
+    ]  # fmt: skip
+    lines += markdown_table(columns, "lrrrrlll", rows)
     lines += [
         "",
         f"Efficiency (useful steps/s, cluster / bare pool): **{efficiency:.2f}** (calls completed in the window: "

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import httpx
 
 from benchmarks._cluster import PATIENT, PrimesCall, bare_step_ms, clusters, verdict
-from benchmarks.report import parser, publish
+from benchmarks.report import markdown_table, parser, publish
 from mrtr_client import AsyncClient, CallResult
 from mrtr_client.client import DEFAULT_TIMEOUT
 from mrtr_ops.local.cluster import LocalCluster
@@ -153,27 +153,36 @@ def report(drains: list[Drain], step_ms: dict[PrimesCall, float], run_for: float
         "killed rather than joined (steps are pure, and every state has been handed back), and the "
         "interpreter tears itself down.",
         "",
-        "| calls in flight | running at drain | step ms (in-process / on the worker) | hand-backs sent ms "
-        "| process exited ms | exit after hand-back ms | drain_worker ms | work left at drain | calls handed back |",
-        "|---:|---:|---|---:|---:|---:|---:|---|---:|",
     ]
+    rows: list[tuple[object, ...]] = []
     handed, exited, left = [], [], []
     for d in drains:
         bare = step_ms[d.call]
         if d.remaining_steps <= 0:
-            lines.append(f"| {d.calls} | finished before the drain: use a shorter --duration | | | | | | | |")
+            rows.append((d.calls, "finished before the drain: use a shorter --duration", *[""] * 7))
             continue
-        lines.append(
-            f"| {d.calls} | {d.running:.0f} | {bare:.0f} / {d.worker_step_ms:.0f} "
-            f"(segment {d.call.segment:,}) | {d.handed_back_s * 1000:.0f} | {d.exited_s * 1000:.0f} "
-            f"| {(d.exited_s - d.handed_back_s) * 1000:.0f} | {d.drain_worker_s * 1000:.0f} "
-            f"| {d.remaining_steps:.0f} steps, {d.remaining_s:.1f} s "
-            f"| {d.drained_calls} of {d.calls} |"
+        rows.append(
+            (
+                d.calls,
+                f"{d.running:.0f}",
+                f"{bare:.0f} / {d.worker_step_ms:.0f} (segment {d.call.segment:,})",
+                f"{d.handed_back_s * 1000:.0f}",
+                f"{d.exited_s * 1000:.0f}",
+                f"{(d.exited_s - d.handed_back_s) * 1000:.0f}",
+                f"{d.drain_worker_s * 1000:.0f}",
+                f"{d.remaining_steps:.0f} steps, {d.remaining_s:.1f} s",
+                f"{d.drained_calls} of {d.calls}",
+            )
         )
         bound = max(TARGET_MS, d.worker_step_ms)
         handed.append(d.handed_back_s * 1000 <= bound)
         exited.append(d.drain_worker_s * 1000 <= bound)
         left.append((d.exited_s - d.handed_back_s) * 1000 <= EXIT_TARGET_MS)
+    columns = [
+        "calls in flight", "running at drain", "step ms (in-process / on the worker)", "hand-backs sent ms",
+        "process exited ms", "exit after hand-back ms", "drain_worker ms", "work left at drain", "calls handed back",
+    ]  # fmt: skip
+    lines += markdown_table(columns, "rrlrrrrlr", rows)
     lines += [
         "",
         "Target: a drain takes at most one step (about 100 ms; the larger of the two counts), whatever is in "

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from benchmarks._cluster import PATIENT, PrimesCall, bare_step_ms, clusters, median, verdict
 from benchmarks._cluster import proxy_cpu as proxy_cpu_of
 from benchmarks._cluster import workers_cpu as workers_cpu_of
-from benchmarks.report import parser, publish
+from benchmarks.report import markdown_table, parser, publish
 from mrtr_client import Client
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_protocol.rounds import HAND_BACK_REASONS
@@ -165,10 +165,8 @@ def report(
         "10 ms ticks). Wall times are medians of "
         f"{rounds} interleaved runs per row.",
         "",
-        "| path | schedule | hops (steps per round) | wall ms | extra ms per hop | CPU ms per hop: client / proxy / "
-        "workers | state bytes per hop (mean / max) |",
-        "|---|---|---:|---:|---:|---|---:|",
     ]
+    rows: list[tuple[object, ...]] = []
     verdicts, slopes = [], []
     for path in route:
         base = results[path, NO_HOP]
@@ -176,7 +174,7 @@ def report(
             runs = results[path, name]
             wall = median(runs.seconds) * 1000
             if name == NO_HOP:
-                lines.append(f"| {path} | {name} | 0 ({CALL.steps}) | {wall:.0f} | - | - | - |")
+                rows.append((path, name, f"0 ({CALL.steps})", f"{wall:.0f}", "-", "-", "-"))
                 continue
             extra = per_hop(runs, base, "seconds")
             proxy = "-" if path == route[0] else f"{per_hop(runs, base, 'proxy_cpu'):.2f}"
@@ -185,9 +183,7 @@ def report(
             size = f"{sum(sizes) / len(sizes):.0f} / {max(sizes)}" if sizes else "-"
             hops = median(runs.hops)
             per_round = CALL.steps / (hops + 1)
-            lines.append(
-                f"| {path} | {name} | {hops:.0f} ({per_round:.1f}) | {wall:.0f} | {extra:.2f} | {cpu} | {size} |"
-            )
+            rows.append((path, name, f"{hops:.0f} ({per_round:.1f})", f"{wall:.0f}", f"{extra:.2f}", cpu, size))
             if path == route[1]:
                 verdicts.append(f"{name}: {extra:.2f} ms per hop, {verdict(extra <= TARGET_MS)}")
         many, fewer = results[path, EVERY_STEP], results[path, FEW_STEPS]
@@ -195,6 +191,11 @@ def report(
         slope = (median(many.seconds) - median(fewer.seconds)) * 1000 / hop_gap if hop_gap else float("nan")
         slopes.append(f"{slope:.2f} ms {path}")
     errors = sum(runs.errors for runs in results.values())
+    columns = [
+        "path", "schedule", "hops (steps per round)", "wall ms", "extra ms per hop",
+        "CPU ms per hop: client / proxy / workers", "state bytes per hop (mean / max)",
+    ]  # fmt: skip
+    lines += markdown_table(columns, "llrrrlr", rows)
     lines += [
         "",
         f"Target: at most {TARGET_MS} ms per hop beyond the work itself, through the proxy on loopback (the direct "

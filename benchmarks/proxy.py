@@ -33,7 +33,7 @@ from pathlib import Path
 from benchmarks import _haproxy, _syscalls
 from benchmarks._cluster import clusters, verdict
 from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request, is_complete
-from benchmarks.report import parser, publish
+from benchmarks.report import markdown_table, parser, publish
 from mrtr_ops.local.process import LOOPBACK, ManagedProcess, free_port
 
 DIRECT, OURS, LEAN, LEAN_QUIET, HAPROXY_LOG, HAPROXY = (
@@ -216,22 +216,33 @@ def report(
         "held to the workers right after each throughput cell (direct: one per client connection, "
         f"{concurrency} spread over the workers).",
         "",
-        "| path | p50 ms (1 client) | p99 ms (1 client) | added p50 ms | requests/s "
-        f"({concurrency} clients) | p50 ms ({concurrency} clients) | proxy CPU ms/request | upstream connections "
-        "| errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    rows: list[tuple[object, ...]] = []
     for name, path in paths.items():
         lat, thr = path.latency, path.throughput
         added = "-" if name == DIRECT else f"{lat.p50 - direct_p50:.2f}"
         cpu = "-" if path.cpu is None or not thr.requests else f"{_cpu_ms(path):.3f}"
         upstream = "/".join(str(n) for n in path.upstream) or "-"
-        lines.append(
-            f"| {name} | {lat.p50:.2f} | {lat.percentile(99):.2f} | {added} | {thr.rps:.0f} | {thr.p50:.2f} "
-            f"| {cpu} | {upstream} | {lat.errors + thr.errors} |"
+        rows.append(
+            (
+                name,
+                f"{lat.p50:.2f}",
+                f"{lat.percentile(99):.2f}",
+                added,
+                f"{thr.rps:.0f}",
+                f"{thr.p50:.2f}",
+                cpu,
+                upstream,
+                lat.errors + thr.errors,
+            )
         )
     if unavailable is not None:
-        lines.append(f"| HAProxy | unavailable: {unavailable} | | | | | | | |")
+        rows.append(("HAProxy", f"unavailable: {unavailable}", *[""] * 7))
+    columns = [
+        "path", "p50 ms (1 client)", "p99 ms (1 client)", "added p50 ms", f"requests/s ({concurrency} clients)",
+        f"p50 ms ({concurrency} clients)", "proxy CPU ms/request", "upstream connections", "errors",
+    ]  # fmt: skip
+    lines += markdown_table(columns, "lrrrrrrrr", rows)
     lines.append("")
     for name in (OURS, LEAN, LEAN_QUIET):
         extra_ms = paths[name].latency.p50 - direct_p50

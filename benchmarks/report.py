@@ -15,6 +15,7 @@ import platform
 import re
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 REPORT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -144,6 +145,27 @@ def parser(doc: str | None, *, duration: float, duration_help: str) -> argparse.
     parser.add_argument("--duration", type=float, default=duration, help=f"{duration_help} (default {duration:g})")
     parser.add_argument("--no-report", action="store_true", help="print only; leave docs/benchmarks.md alone")
     return parser
+
+
+def markdown_table(columns: Sequence[str], align: str, rows: Iterable[Sequence[object]]) -> list[str]:
+    """A markdown table as lines: every benchmark's report table comes from here, so they all read alike.
+
+    `columns` are the titles; `align` has one letter a column, `l` (text) or `r` (figures, right-aligned);
+    each row's cells are rendered with `str`, and a `|` in one is escaped so it cannot split the row.
+    A row with more or fewer cells than columns is a mistake in the benchmark: ValueError.
+    """
+    if len(align) != len(columns) or not set(align) <= {"l", "r"}:
+        raise ValueError(f"align needs one of l or r per column ({len(columns)}), got {align!r}")
+    lines = [_table_row(columns), "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+    for row in rows:
+        if len(row) != len(columns):
+            raise ValueError(f"a row of {len(row)} cells in a table of {len(columns)} columns: {list(row)!r}")
+        lines.append(_table_row(row))
+    return lines
+
+
+def _table_row(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
 
 
 def publish(name: str, lines: list[str], *, write: bool, report: Path = REPORT) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from benchmarks._cluster import MIX, PATIENT, clusters, median, proxy_responses, steps_executed
 from benchmarks._load import LoadResult, echo_request, is_complete, open_loop
-from benchmarks.report import parser, publish
+from benchmarks.report import markdown_table, parser, publish
 from mrtr_client import AsyncClient
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_protocol.rounds import HAND_BACK_REASONS
@@ -144,21 +144,21 @@ def report(results: dict[str, Measured], rate: float, window: float) -> list[str
         "requests, the short calls included) are for the window; long calls are counted over the whole run, "
         "warm-up and tail included, and every answer is checked; hops are the hand-backs per long call.",
         "",
-        "| load | short calls | p50 ms | p99 ms | max ms | errors | long calls done | steps/s "
-        "| proxy requests/s | hops per long call p50 / max |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    rows = []
     for name, m in results.items():
         e = m.echo
+        long: tuple[object, ...] = ("-", "-", "-", "-")
         if m.long.calls:
             hops = f"{median(m.long.hops):.0f} / {max(m.long.hops)}"
-            long = f"{m.long.calls} | {m.steps_per_s:.1f} | {m.proxy_rps:.0f} | {hops}"
-        else:
-            long = "- | - | - | -"
-        lines.append(
-            f"| {name} | {e.requests} | {e.p50:.1f} | {e.percentile(99):.1f} | {max(e.latencies_ms, default=0):.1f} "
-            f"| {e.errors} | {long} |"
-        )
+            long = (m.long.calls, f"{m.steps_per_s:.1f}", f"{m.proxy_rps:.0f}", hops)
+        short = (f"{e.p50:.1f}", f"{e.percentile(99):.1f}", f"{max(e.latencies_ms, default=0):.1f}")
+        rows.append((name, e.requests, *short, e.errors, *long))
+    columns = [
+        "load", "short calls", "p50 ms", "p99 ms", "max ms", "errors", "long calls done", "steps/s",
+        "proxy requests/s", "hops per long call p50 / max",
+    ]  # fmt: skip
+    lines += markdown_table(columns, "lrrrrrrrrl", rows)
     on, off = results["shedding on"].echo, results["shedding off"].echo
     lines += [
         "",

@@ -45,7 +45,7 @@ from benchmarks._straggler_tasks import RUNS as TASK_RUNS
 from benchmarks._straggler_tasks import TaskRun, load_tasks
 from benchmarks._straggler_tasks import report as report_tasks
 from benchmarks._tally import Tally, closed_loop
-from benchmarks.report import parser, publish
+from benchmarks.report import markdown_table, parser, publish
 from mrtr_client import CallResult
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_protocol.rounds import COMPLETE, HAND_BACK_REASONS, EndOfRound
@@ -280,18 +280,21 @@ def report(results: dict[str, Run], call: PrimesCall, callers: int, window: floa
         "`MRTR_WORKER_SHEDDING=false`. **Calls done**: complete and exact within the window; percentiles cover "
         "every call started in it; the client keeps its default cap of 32 rounds; **moves**: straggler hand-backs.",
         "",
-        "| run | calls done | p50 s | p90 s | p99 s | max s | wrong / errors | moves | rounds per call p50 / max "
-        "| worker stopped |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
+    rows = []
     for row, run in results.items():
         rounds = [call.rounds() for call in run.calls]
         stopped = f"{run.stopped_share:.0%}" if run.stopped_share is not None else "-"
-        lines.append(
-            f"| {row} | {run.done} | {run.p(50):.1f} | {run.p(90):.1f} | {run.p(99):.1f} "
-            f"| {max((c.seconds for c in run.calls), default=math.nan):.1f} | {run.wrong} / {len(run.errors)} "
-            f"| {sum(c.moves() for c in run.calls)} | {median(rounds):.0f} / {max(rounds, default=0)} | {stopped} |"
-        )
+        longest = max((c.seconds for c in run.calls), default=math.nan)
+        times = (f"{run.p(50):.1f}", f"{run.p(90):.1f}", f"{run.p(99):.1f}", f"{longest:.1f}")
+        per_call = f"{median(rounds):.0f} / {max(rounds, default=0)}"
+        moves = sum(c.moves() for c in run.calls)
+        rows.append((row, run.done, *times, f"{run.wrong} / {len(run.errors)}", moves, per_call, stopped))
+    columns = [
+        "run", "calls done", "p50 s", "p90 s", "p99 s", "max s", "wrong / errors", "moves",
+        "rounds per call p50 / max", "worker stopped",
+    ]  # fmt: skip
+    lines += markdown_table(columns, "lrrrrrrrlr", rows)
     healthy = results[RUNS[0][0]]
     lines += ["", "Against the healthy run (issue 13's targets apply to the straggler rule's row):", ""]
     for row, run in list(results.items())[1:]:

@@ -46,7 +46,7 @@ from benchmarks._tasks import (
     cluster_cpu,
     recover_once,
 )
-from benchmarks.report import parser, publish
+from benchmarks.report import markdown_table, parser, publish
 from mrtr_client import AsyncClient, TaskExchange
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.percentiles import percentile
@@ -367,19 +367,26 @@ def report(latency: Latency, runs: dict[str, Run], recoveries: list[Recovery], m
         "and one caller calls `echo` (a plain one-round call, for comparison). Creation is the `tools/call` "
         "answered with `CreateTaskResult` (sent once the record is in Redis); all are timed by the client.",
         "",
-        "| request | samples | p50 ms | p99 ms | max ms |",
-        "|---|---:|---:|---:|---:|",
     ]
     measured = (
         ("task creation (`tools/call`)", latency.created_ms),
         ("`tasks/get`", latency.get_ms),
         ("`echo` (plain call, for comparison)", latency.echo_ms),
     )
-    for name, values in measured:
-        lines.append(
-            f"| {name} | {len(values)} | {percentile(values, 50):.1f} | {percentile(values, 99):.1f} "
-            f"| {max(values, default=float('nan')):.1f} |"
-        )
+    lines += markdown_table(
+        ["request", "samples", "p50 ms", "p99 ms", "max ms"],
+        "lrrrr",
+        [
+            (
+                name,
+                len(values),
+                f"{percentile(values, 50):.1f}",
+                f"{percentile(values, 99):.1f}",
+                f"{max(values, default=float('nan')):.1f}",
+            )
+            for name, values in measured
+        ],
+    )
     lines += [
         "",
         f"{latency.tasks} tasks completed, {latency.errors} errors or wrong answers.",
@@ -392,16 +399,18 @@ def report(latency: Latency, runs: dict[str, Run], recoveries: list[Recovery], m
         "accounted for by a correctly completed call (**wasted** = the difference, taken off). Call latency "
         "includes, for a task, the wait until the poll that sees it done.",
         "",
-        "| mode | useful steps/s | each window | useful steps per cluster CPU-second | calls completed in the windows "
-        "| errors | wasted steps | call latency p50 / p99 s |",
-        "|---|---:|---|---:|---:|---:|---:|---|",
     ]
+    rows = []
     for name, run in runs.items():
         each = " / ".join(f"{rate:.1f}" for rate in run.window_rates)
-        lines.append(
-            f"| {name} | {run.rate:.1f} | {each} | {run.per_cpu_second:.2f} | {run.calls} | {run.errors} "
-            f"| {run.wasted:.0f} | {median(run.latencies):.2f} / {percentile(run.latencies, 99):.2f} |"
-        )
+        p50_p99 = f"{median(run.latencies):.2f} / {percentile(run.latencies, 99):.2f}"
+        calls = (run.calls, run.errors, f"{run.wasted:.0f}")
+        rows.append((name, f"{run.rate:.1f}", each, f"{run.per_cpu_second:.2f}", *calls, p50_p99))
+    columns = [
+        "mode", "useful steps/s", "each window", "useful steps per cluster CPU-second",
+        "calls completed in the windows", "errors", "wasted steps", "call latency p50 / p99 s",
+    ]  # fmt: skip
+    lines += markdown_table(columns, "lrlrrrrl", rows)
     per_cpu = tasks.per_cpu_second / plain.per_cpu_second if plain.per_cpu_second else float("nan")
     lines += [
         "",
@@ -449,14 +458,13 @@ def _recovery_lines(recoveries: list[Recovery], missed: int, lease_ms: int, slic
         "starts there. **Written again**: the survivor's first write of the task (its next checkpoint, or the "
         "result). The task then completes; its count and step count are checked.",
         "",
-        "| trial | killed | claimed s | next step s | written again s | exact result and steps |",
-        "|---:|---|---:|---:|---:|---|",
     ]
-    for n, r in enumerate(recoveries, 1):
-        lines.append(
-            f"| {n} | {r.victim} | {r.taken_over:.2f} | {r.next_step:.2f} | {r.rewritten:.2f} "
-            f"| {'yes' if r.correct else 'NO'} |"
-        )
+    columns = ["trial", "killed", "claimed s", "next step s", "written again s", "exact result and steps"]
+    rows = [
+        (n, r.victim, f"{r.taken_over:.2f}", f"{r.next_step:.2f}", f"{r.rewritten:.2f}", "yes" if r.correct else "NO")
+        for n, r in enumerate(recoveries, 1)
+    ]
+    lines += markdown_table(columns, "rlrrrl", rows)
     if not recoveries:
         return [*lines, "", "**No recovery was measured.**"]
     steps = [r.next_step for r in recoveries]

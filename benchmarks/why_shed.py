@@ -40,7 +40,7 @@ from benchmarks._cluster import TOOL_PACKS, PrimesCall, stop_cluster, verdict
 from benchmarks._why_shed.accounting import longest_in_flight
 from benchmarks._why_shed.fleet import Strategy
 from benchmarks._why_shed.scenarios import SCENARIOS, Cell, Sizes, run
-from benchmarks.report import REPORT, parser, publish
+from benchmarks.report import REPORT, markdown_table, parser, publish
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_worker.compute import primes
 
@@ -195,20 +195,29 @@ def report(cells: list[Cell], sizes: Sizes) -> list[str]:
 
 
 def _table(cells: list[Cell]) -> list[str]:
-    rows = [
-        "| strategy | calls completed | p50 s | p99 s | max s | lost steps | wrong / errors | upgrade s (leaving) "
-        "| share s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    rows = []
     for cell in cells:
         longest = max((call.seconds for call in cell.load.calls), default=float("nan"))
         upgrade = "-" if cell.upgrade_seconds is None else f"{cell.upgrade_seconds:.1f} ({cell.leaving_seconds:.1f})"
         share = "-" if cell.scenario != "c" else _seconds(cell.share_seconds, unit="")
         rows.append(
-            f"| {cell.strategy.value} | {cell.load.completed} | {cell.p(50):.1f} | {cell.p(99):.1f} | {longest:.1f} "
-            f"| {cell.lost:.0f} | {cell.load.wrong} / {len(cell.load.errors)} | {upgrade} | {share} |"
+            (
+                cell.strategy.value,
+                cell.load.completed,
+                f"{cell.p(50):.1f}",
+                f"{cell.p(99):.1f}",
+                f"{longest:.1f}",
+                f"{cell.lost:.0f}",
+                f"{cell.load.wrong} / {len(cell.load.errors)}",
+                upgrade,
+                share,
+            )
         )
-    return rows
+    columns = [
+        "strategy", "calls completed", "p50 s", "p99 s", "max s", "lost steps", "wrong / errors",
+        "upgrade s (leaving)", "share s",
+    ]  # fmt: skip
+    return markdown_table(columns, "lrrrrrrrr", rows)
 
 
 def _targets(cells: list[Cell]) -> list[str]:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from benchmarks._cluster import stop_process
 from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request, is_complete
-from benchmarks.report import parser, publish
+from benchmarks.report import markdown_table, parser, publish
 from mrtr_ops.local.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_worker.keyring import new_ring
 
@@ -118,9 +118,11 @@ def main() -> int:
         "every server answers the same `echo` call on the 2026-07-28 wire, every answer checked. "
         f"CPU is the server process's own time per request.{missing}",
         "",
-        "| server | requests/s | CPU ms/request | p50 ms | p99 ms | errors |",
-        "|---|---:|---:|---:|---:|---:|",
-        *(f"| {n} | {rps:.0f} | {cpu:.2f} | {p50:.2f} | {p99:.2f} | {err} |" for n, rps, cpu, p50, p99, err in rows),
+        *markdown_table(
+            ["server", "requests/s", "CPU ms/request", "p50 ms", "p99 ms", "errors"],
+            "lrrrrr",
+            [(n, f"{rps:.0f}", f"{cpu:.2f}", f"{p50:.2f}", f"{p99:.2f}", err) for n, rps, cpu, p50, p99, err in rows],
+        ),
         "",
         f"Worker against each peer: {ratios}.",
         "",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from benchmarks.fleet_sim.calibrate import Calibration, Reference
 from benchmarks.fleet_sim.metrics import percentile
 from benchmarks.fleet_sim.replay import Replayed, replay
+from benchmarks.report import markdown_table
 
 TOLERANCE = 0.15
 LABELS = {
@@ -117,19 +118,20 @@ def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
         "real cell. **Gap**: model / real - 1; target within 15 % for calls done and p99. Last column: (b) seconds "
         "the old instances took to leave, (c) seconds until the new ones carried their share, real / model.",
         "",
-        "| real figures from | cell | strategy | repeats | others' CPU | calls real | model | gap | p99 s real "
-        "| model | gap | p50 s real / model | leave or share s, real / model | within 15 % |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
+    rows = []
     for c in compared:
         extra = "-" if c.real_extra is None and c.model_extra is None else f"{_s(c.real_extra)} / {_s(c.model_extra)}"
-        lines.append(
-            f"| {c.source} | {LABELS.get(c.scenario, c.scenario)} | {STRATEGIES.get(c.strategy, c.strategy)} "
-            f"| {c.repeats} "
-            f"| {c.others_share:.0%} | {c.real_calls:.0f} | {c.model_calls:.0f} | {c.calls_gap:+.0%} "
-            f"| {c.real_p99:.1f} | {c.model_p99:.1f} | {c.p99_gap:+.0%} | {c.real_p50:.1f} / {c.model_p50:.1f} "
-            f"| {extra} | {'yes' if c.within else '**no**'} |"
-        )
+        cell = (c.source, LABELS.get(c.scenario, c.scenario), STRATEGIES.get(c.strategy, c.strategy), c.repeats)
+        calls = (f"{c.others_share:.0%}", f"{c.real_calls:.0f}", f"{c.model_calls:.0f}", f"{c.calls_gap:+.0%}")
+        p99 = (f"{c.real_p99:.1f}", f"{c.model_p99:.1f}", f"{c.p99_gap:+.0%}")
+        p50 = f"{c.real_p50:.1f} / {c.model_p50:.1f}"
+        rows.append((*cell, *calls, *p99, p50, extra, "yes" if c.within else "**no**"))
+    columns = [
+        "real figures from", "cell", "strategy", "repeats", "others' CPU", "calls real", "model", "gap",
+        "p99 s real", "model", "gap", "p50 s real / model", "leave or share s, real / model", "within 15 %",
+    ]  # fmt: skip
+    lines += markdown_table(columns, "lllrrrrrrrrlll", rows)
     held = sum(c.within for c in compared)
     worst = max(compared, key=lambda c: max(abs(c.calls_gap), abs(c.p99_gap)), default=None)
     lines += ["", f"Within 15 % in {held} of {len(compared)} cells."]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from benchmarks.fleet_sim.anchors import Anchor
 from benchmarks.fleet_sim.strategies import STRATEGIES
 from benchmarks.fleet_sim.study import SCENARIOS, Result
+from benchmarks.report import markdown_table
 
 OURS, HEDGED = "hand-back", "hedged"
 ALTERNATIVES = ("hand-back+two-choices", "hand-back+least-request")
@@ -19,34 +20,28 @@ def anchors(found: Sequence[tuple[Anchor, float, int]], servers: int, service_ti
         f"service, Poisson arrivals, {service_times:g} service times, each queue started at the formula's steady "
         "state, the first third not counted):",
         "",
-        "| anchor | load | published (n large), service times | model | calls counted |",
-        "|---|---:|---:|---:|---:|",
     ]
-    for anchor, mean, calls in found:
-        lines.append(f"| {anchor.name} | {anchor.load:.2f} | {anchor.published:.2f} | {mean:.2f} | {calls} |")
-    return lines
+    rows = [(a.name, f"{a.load:.2f}", f"{a.published:.2f}", f"{mean:.2f}", calls) for a, mean, calls in found]
+    columns = ["anchor", "load", "published (n large), service times", "model", "calls counted"]
+    return [*lines, *markdown_table(columns, "lrrrr", rows)]
 
 
 def summary(results: Sequence[Result]) -> list[str]:
     """p99.9 per strategy (columns) for each scenario, size and load; the best of each row in bold."""
     keys = [k for k in STRATEGIES if any(r.cell.strategy.key == k for r in results)]
-    lines = [
-        "| scenario | instances | load | " + " | ".join(STRATEGIES[k].label for k in keys) + " |",
-        "|---|---:|---:|" + "---:|" * len(keys),
-    ]
+    rows = []
     for (scenario, size, load), row in _rows(results).items():
         values = {k: row[k].figures.p999 for k in keys if k in row}
         best = min((v for v in values.values() if not math.isnan(v)), default=math.nan)
         cells = [_bold(f"{values[k]:.2f}", values[k] == best) if k in values else "-" for k in keys]
-        lines.append(f"| {scenario} | {size:,} | {load:.2f} | " + " | ".join(cells) + " |")
-    return lines
+        rows.append((scenario, f"{size:,}", f"{load:.2f}", *cells))
+    columns = ["scenario", "instances", "load", *(STRATEGIES[k].label for k in keys)]
+    return markdown_table(columns, "lrr" + "r" * len(keys), rows)
 
 
 def detail(results: Sequence[Result], scenario: str) -> list[str]:
     event = {"upgrade": "upgrade s", "scale-out": "share s"}.get(scenario, "")
-    head = "| instances | load | strategy | calls | p50 s | p99 s | p99.9 s | steps lost (% of useful) | hedged "
-    head += "| hand-backs per call | runs |" + (f" {event} |" if event else "")
-    lines = [head, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if event else "")]
+    rows = []
     for (name, size, load), row in _rows(results).items():
         if name != scenario:
             continue
@@ -57,18 +52,22 @@ def detail(results: Sequence[Result], scenario: str) -> list[str]:
             f = r.figures
             hedged = f"{f.hedged / max(1, f.calls + f.unfinished):.1%}" if r.cell.strategy.hedge else "-"
             unfinished = f" (+{f.unfinished} unfinished)" if f.unfinished else ""
-            line = (
-                f"| {size:,} | {load:.2f} | {r.cell.strategy.label} | {f.calls}{unfinished} | {f.p50:.2f} | "
-                f"{f.p99:.2f} | {f.p999:.2f} | {f.lost_steps} ({f.duplicate_share:.1%}) | {hedged} | "
-                f"{f.rounds:.2f} | {r.runs} |"
-            )
+            line: list[object] = [
+                f"{size:,}", f"{load:.2f}", r.cell.strategy.label, f"{f.calls}{unfinished}", f"{f.p50:.2f}",
+                f"{f.p99:.2f}", f"{f.p999:.2f}", f"{f.lost_steps} ({f.duplicate_share:.1%})", hedged,
+                f"{f.rounds:.2f}", r.runs,
+            ]  # fmt: skip
             if event:
                 value = "never" if r.event_seconds is None else f"{r.event_seconds:.1f}"
                 if r.never and r.event_seconds is not None:
                     value += f" (never in {r.never} runs)"
-                line += f" {value} |"
-            lines.append(line)
-    return lines
+                line.append(value)
+            rows.append(line)
+    columns = [
+        "instances", "load", "strategy", "calls", "p50 s", "p99 s", "p99.9 s", "steps lost (% of useful)", "hedged",
+        "hand-backs per call", "runs", *([event] if event else []),
+    ]  # fmt: skip
+    return markdown_table(columns, "rrlrrrrrrrr" + ("r" if event else ""), rows)
 
 
 def verdicts(results: Sequence[Result]) -> list[str]:

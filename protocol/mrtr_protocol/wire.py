@@ -19,6 +19,12 @@ from mrtr_protocol.tasks import TASK_ID_PARAM, TASK_METHODS
 PROTOCOL_VERSION = "2026-07-28"
 """The only protocol version the fleet speaks on its modern path."""
 
+PROTOCOL_VERSION_HEADER = "MCP-Protocol-Version"
+METHOD_HEADER = "Mcp-Method"
+"""The request's JSON-RPC method, so a proxy or server can route and log it without reading the body."""
+NAME_HEADER = "Mcp-Name"
+"""The request's target (tool or prompt name, resource URI, task id: `NAMED_METHODS`), in the SDK's encoding."""
+
 NAMED_METHODS: Mapping[str, str] = {
     "tools/call": "name",
     "prompts/get": "name",
@@ -48,12 +54,12 @@ def request_headers(
     headers = {
         "Content-Type": "application/json",
         "Accept": JSON_AND_EVENT_STREAM,
-        "MCP-Protocol-Version": PROTOCOL_VERSION,
-        "Mcp-Method": method,
+        PROTOCOL_VERSION_HEADER: PROTOCOL_VERSION,
+        METHOD_HEADER: method,
     }
     name_param = NAMED_METHODS.get(method)
     if name_param is not None and params is not None:
-        headers["Mcp-Name"] = encode_header_value(str(params.get(name_param, "")))
+        headers[NAME_HEADER] = encode_header_value(str(params.get(name_param, "")))
     if extra:
         headers.update(extra)
     return headers

@@ -10,8 +10,7 @@ import pytest
 
 from mrtr_lb import RunningLB, Settings, start_server
 from mrtr_lb.discovery import Resolver
-
-from .standin import (
+from tests.lb.standin import (
     ADMIN_TOKEN,
     MakeBackend,
     MakeLB,

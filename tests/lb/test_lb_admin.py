@@ -7,7 +7,7 @@ import logging
 import aiohttp
 import pytest
 
-from .standin import ADMIN, MakeBackend, MakeLB, admin_call, backend_states, jsonrpc_body, lb_metrics
+from tests.lb.standin import ADMIN, MakeBackend, MakeLB, admin_call, backend_states, jsonrpc_body, lb_metrics
 
 ADMIN_PATHS = [
     ("GET", "/lb/backends"),

@@ -14,8 +14,7 @@ from pydantic import ValidationError
 from mrtr_lb import Settings
 from mrtr_lb.backends import Backend, BackendPool
 from mrtr_lb.balancing import Balance, LeastRequest, TwoChoices, picker
-
-from .standin import MakeBackend, MakeLB, jsonrpc_body, wait_until
+from tests.lb.standin import MakeBackend, MakeLB, jsonrpc_body, wait_until
 
 HOLD = {"X-Test-Mode": "hold"}
 

@@ -13,7 +13,7 @@ import contextlib
 import json
 import socket
 
-from .standin import BIG, MakeBackend, MakeLB, jsonrpc_body, wait_until
+from tests.lb.standin import BIG, MakeBackend, MakeLB, jsonrpc_body, wait_until
 
 CAP = 16 * 1024
 HANG_GUARD = 10.0

@@ -12,7 +12,7 @@ import sys
 import aiohttp
 import pytest
 
-from .standin import MakeBackend, jsonrpc_body, wait_until
+from tests.lb.standin import MakeBackend, jsonrpc_body, wait_until
 
 pytestmark = pytest.mark.slow  # starts the proxy as a process
 

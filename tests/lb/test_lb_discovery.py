@@ -10,8 +10,7 @@ import aiohttp
 import pytest
 
 from mrtr_lb.discovery import Endpoint
-
-from .standin import MakeBackend, MakeLB, backend_states, jsonrpc_body, wait_until, write_backends
+from tests.lb.standin import MakeBackend, MakeLB, backend_states, jsonrpc_body, wait_until, write_backends
 
 
 class FakeDns:

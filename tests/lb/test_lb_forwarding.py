@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from .standin import MakeBackend, MakeLB, MakeRude, RudeMode, backend_states, jsonrpc_body, wait_until
+from tests.lb.standin import MakeBackend, MakeLB, MakeRude, RudeMode, backend_states, jsonrpc_body, wait_until
 
 HOLD_BACK = 10.0  # only guards against hanging; never a speed assertion
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from .standin import MakeBackend, MakeLB, jsonrpc_body
+from tests.lb.standin import MakeBackend, MakeLB, jsonrpc_body
 
 BODY = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 DECLARING = (

@@ -11,7 +11,7 @@ import asyncio
 
 import aiohttp
 
-from .standin import MakeBackend, MakeLB, StandIn, backend_states, jsonrpc_body, lb_metrics, wait_until
+from tests.lb.standin import MakeBackend, MakeLB, StandIn, backend_states, jsonrpc_body, lb_metrics, wait_until
 
 HOLD = {"X-Test-Mode": "hold"}
 

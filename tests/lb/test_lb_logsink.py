@@ -10,8 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from mrtr_lb.logsink import LINE_FORMAT, BatchedStreamHandler, DirectLines, direct_lines, flushing
-
-from .standin import wait_until
+from tests.lb.standin import wait_until
 
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
 

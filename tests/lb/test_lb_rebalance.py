@@ -21,8 +21,7 @@ from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_ops.waiting import wait_until as wait_until_sync
 from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.compute import primes
-
-from .standin import (
+from tests.lb.standin import (
     ADMIN_TOKEN,
     MakeBackend,
     MakeLB,

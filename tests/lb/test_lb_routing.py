@@ -9,8 +9,7 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 
 from mrtr_lb import RunningLB
-
-from .standin import MakeBackend, MakeLB, StandIn, admin_call, backend_states, jsonrpc_body, wait_until
+from tests.lb.standin import MakeBackend, MakeLB, StandIn, admin_call, backend_states, jsonrpc_body, wait_until
 
 
 async def post_mcp(client: aiohttp.ClientSession, url: str, **headers: str) -> tuple[int, str | None]:

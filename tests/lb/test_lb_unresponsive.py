@@ -15,8 +15,16 @@ from pathlib import Path
 import aiohttp
 
 from mrtr_lb import RunningLB
-
-from .standin import ADMIN, MakeBackend, MakeLB, StandIn, backend_states, jsonrpc_body, wait_until, write_backends
+from tests.lb.standin import (
+    ADMIN,
+    MakeBackend,
+    MakeLB,
+    StandIn,
+    backend_states,
+    jsonrpc_body,
+    wait_until,
+    write_backends,
+)
 
 FAST_PROBES = {"health_interval": 0.05, "health_timeout": 0.2}
 HOLD = {"X-Test-Mode": "hold"}

@@ -11,7 +11,7 @@ import json
 
 import aiohttp
 
-from .standin import MakeBackend, MakeLB, jsonrpc_body
+from tests.lb.standin import MakeBackend, MakeLB, jsonrpc_body
 
 HANG_GUARD = 10.0  # only guards against hanging; never a speed assertion
 

@@ -11,10 +11,10 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from . import proxy
-from .config import Settings, describe_error
-from .logsink import LINE_FORMAT, BatchedStreamHandler, direct_lines, flushing
-from .server import serve_until_signalled
+from mrtr_lb import access
+from mrtr_lb.config import Settings, describe_error
+from mrtr_lb.logsink import LINE_FORMAT, BatchedStreamHandler, direct_lines, flushing
+from mrtr_lb.server import serve_until_signalled
 
 PROG = "mrtr-lb"
 
@@ -53,7 +53,7 @@ def load_settings(args: argparse.Namespace) -> Settings:
 
 
 def _loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The lean engine runs on uvloop (libuv's loop: less CPU per read and write); aiohttp on asyncio's own."""
+    """The lean engine runs on uvloop (libuv's loop: less CPU per read and write); the reference one on asyncio's."""
     if settings.engine != "lean":
         return None
     import uvloop
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     handler: logging.Handler = batched or logging.StreamHandler(sys.stderr)
     logging.basicConfig(level=settings.log_level, format=LINE_FORMAT, handlers=[handler])
     if batched is not None:
-        proxy.direct_access_lines(direct_lines(batched, proxy.access_log))
+        access.direct_access_lines(direct_lines(batched, access.access_log))
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
             serving = serve_until_signalled(settings)

@@ -15,12 +15,12 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .backends import BackendPool
-from .config import normalize_backend_url
-from .metrics import CONTENT_TYPE_LATEST, LbMetrics
+from mrtr_lb.answers import JSON, jsonrpc_error_body
+from mrtr_lb.backends import BackendPool
+from mrtr_lb.config import normalize_backend_url
+from mrtr_lb.metrics import CONTENT_TYPE_LATEST, LbMetrics
 
 PREFIX = "/lb"
-JSON = "application/json; charset=utf-8"
 OPEN = frozenset({("GET", "/lb/healthz")})
 """What the admin listener answers without the operator token: the orchestrator's liveness probe (it says only
 that the proxy runs and how many backends it has), like the workers' /healthz and HAProxy's `monitor-uri`."""
@@ -39,11 +39,6 @@ class Reply:
 
 def json_reply(value: object, status: int = 200) -> Reply:
     return Reply(status, json.dumps(value).encode())
-
-
-def jsonrpc_error_body(message: str, code: int = -32603) -> bytes:
-    """A small JSON-RPC error body: MCP clients parse it instead of choking on HTML."""
-    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
 
 
 class Admin:

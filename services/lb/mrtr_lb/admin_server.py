@@ -5,7 +5,9 @@ the proxy's control plane is not on the door the users come in by: the public
 listener serves the proxied paths only. This one binds ``MRTR_LB_ADMIN_HOST``
 (127.0.0.1 by default; an unpublished port in compose, swarm and Kubernetes)
 and wants the fleet's admin token on every call but the liveness probe. It is
-the same for both engines, with the same bounds as the public listener.
+the same for both engines, with the same bounds as the public listener: it
+runs on the lean engine's HTTP/1.1 connection (:mod:`mrtr_lb.lean.http`)
+whichever engine serves the public one.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import asyncio
 import logging
 from urllib.parse import parse_qsl
 
-from .admin import JSON, PREFIX, Admin, authorize, jsonrpc_error_body, log_call
-from .bounds import Limits
-from .config import Settings
-from .lean_http import ClientConnection, LeanRequest, Overloaded, simple_response
+from mrtr_lb.admin import PREFIX, Admin, authorize, log_call
+from mrtr_lb.answers import JSON, Overloaded, jsonrpc_error_body, simple_response
+from mrtr_lb.bounds import Limits
+from mrtr_lb.config import Settings
+from mrtr_lb.lean.http import ClientConnection, LeanRequest
 
 log = logging.getLogger("mrtr_lb.admin")
 

@@ -1,6 +1,6 @@
 """What runs beside either forwarding engine: health checks, DNS discovery, rebalance on join.
 
-Both engines (aiohttp and lean) share one pool and these loops, so the
+Both engines (lean and the aiohttp reference) share one pool and these loops, so the
 balancer's contract (who is in rotation, when requests are abandoned) does
 not depend on which engine moves the bytes.
 """
@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 
-from .backends import BackendPool
-from .config import Settings
-from .discovery import DnsDiscovery, FileDiscovery, Resolver, system_resolver
-from .health import HealthChecker
-from .metrics import LbMetrics
-from .rebalance import Rebalancer
+from mrtr_lb.backends import BackendPool
+from mrtr_lb.config import Settings
+from mrtr_lb.discovery import DnsDiscovery, FileDiscovery, Resolver, system_resolver
+from mrtr_lb.health import HealthChecker
+from mrtr_lb.metrics import LbMetrics
+from mrtr_lb.rebalance import Rebalancer
 
 log = logging.getLogger("mrtr_lb")
 

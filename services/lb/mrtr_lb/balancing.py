@@ -23,7 +23,7 @@ from collections.abc import Collection, Sequence
 from enum import StrEnum
 from typing import Protocol
 
-from .backends import Backend
+from mrtr_lb.backends import Backend
 
 TRIES = 4
 """Random draws for each of the two choices before falling back to a scan of the eligible backends."""

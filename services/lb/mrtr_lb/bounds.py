@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from mrtr_lb.config import Settings
 
 TERMINATOR = b"\r\n\r\n"
 LINGER = 2.0

@@ -13,7 +13,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from yarl import URL
 
-from .balancing import Balance
+from mrtr_lb.balancing import Balance
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from yarl import URL
 
-from .backends import BackendPool
-from .config import normalize_backend_url
+from mrtr_lb.backends import BackendPool
+from mrtr_lb.config import normalize_backend_url
 
 log = logging.getLogger("mrtr_lb.discovery")
 

@@ -21,7 +21,7 @@ import logging
 
 import aiohttp
 
-from .backends import Backend, BackendPool
+from mrtr_lb.backends import Backend, BackendPool
 
 log = logging.getLogger("mrtr_lb.health")
 

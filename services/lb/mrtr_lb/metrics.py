@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from .backends import BackendPool
+from mrtr_lb.backends import BackendPool
 
 __all__ = ["CONTENT_TYPE_LATEST", "LbMetrics", "RequestCounts"]
 

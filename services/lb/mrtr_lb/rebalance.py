@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 import aiohttp
 
-from .backends import Backend, BackendPool
-from .metrics import LbMetrics
+from mrtr_lb.backends import Backend, BackendPool
+from mrtr_lb.metrics import LbMetrics
 
 log = logging.getLogger("mrtr_lb.rebalance")
 

@@ -8,16 +8,11 @@ import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aiohttp import web
-
-from .admin import Admin
-from .admin_server import AdminServer
-from .aiohttp_bounds import GuardedRunner
-from .app import METRICS_KEY, POOL_KEY, create_app, record_refusal
-from .bounds import Limits
-from .config import Settings
-from .discovery import Resolver
-from .lean_server import LeanServer
+from mrtr_lb.admin import Admin
+from mrtr_lb.admin_server import AdminServer
+from mrtr_lb.config import Settings
+from mrtr_lb.discovery import Resolver
+from mrtr_lb.engines import create_app
 
 log = logging.getLogger("mrtr_lb")
 
@@ -54,41 +49,18 @@ async def start_server(settings: Settings, *, resolver: Resolver | None = None) 
 
     Port 0 picks a free port for either.
     """
-    if settings.engine == "lean":
-        lean = await LeanServer(settings, resolver=resolver).start()
-        admin = Admin(lean.pool, lean.metrics)
-        port, stop_engine = lean.port, lean.stop
-    else:
-        app = create_app(settings, resolver=resolver)
-        runner = GuardedRunner(
-            app,
-            limits=Limits.from_settings(settings),
-            retry_after=settings.retry_after,
-            refused=record_refusal(app),
-            access_log=None,  # our own access log carries the MCP fields
-            handler_cancellation=True,  # a vanished client closes its upstream stream too
-            shutdown_timeout=settings.shutdown_timeout,
-        )
-        await runner.setup()
-        site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        port = int(runner.addresses[0][1]) if runner.addresses else settings.port
-        admin, stop_engine = Admin(app[POOL_KEY], app[METRICS_KEY]), runner.cleanup
+    engine = await create_app(settings, resolver=resolver).start()
     try:
-        admin_server = await AdminServer(settings, admin).start()
+        admin_server = await AdminServer(settings, Admin(engine.pool, engine.metrics)).start()
     except BaseException:
-        await stop_engine()
+        await engine.stop()
         raise
 
     async def stop() -> None:
         await admin_server.stop()
-        await stop_engine()
+        await engine.stop()
 
-    return RunningLB(settings.host, port, settings.admin_host, admin_server.port, stop)
+    return RunningLB(settings.host, engine.port, settings.admin_host, admin_server.port, stop)
 
 
 async def serve_until_signalled(settings: Settings) -> None:

@@ -2,6 +2,9 @@
 
 MRTR computations and task slices that compute take slots from the same
 `Slots`, so admission, pressure and the task runner all see the real load.
+The proxy's cap on upstream connections (`mrtr_lb.lean.slots`) is the same
+idea with the same names and wording; `tests/lb/test_lb_slots.py` holds both
+to one contract.
 """
 
 from __future__ import annotations
@@ -11,10 +14,23 @@ from collections import deque
 
 
 class Slots:
+    """A fixed number of slots, taken first come, first served.
+
+    `try_acquire` takes one at once or not at all, `acquire` waits for one in arrival order,
+    `release` hands it to the first waiter or frees it; `capacity` and `waiting` say how full it is.
+    A waiter cancelled just as it was handed a slot passes the slot on, so none is lost.
+    """
+
     def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
         self._free = capacity
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._freed = asyncio.Event()
+
+    @property
+    def capacity(self) -> int:
+        """How many slots there are, taken or not."""
+        return self._capacity
 
     @property
     def available(self) -> bool:

@@ -4,10 +4,10 @@ A request whose backend has an idle pooled connection is written to it at
 once, from the client protocol's callback; the backend protocol's callbacks
 relay the response and end the request, which starts the client's next one.
 Only opening a connection (or waiting for a connection slot) needs a task.
-The contract is the aiohttp engine's (:mod:`proxy`): retry on another backend
-only when the connection could not be opened; once the request was written a
-failure is a 502, or a cut stream once the head went out; a request the
-health checker abandons gets a 504.
+The contract is the reference engine's (:mod:`mrtr_lb.rules`): retry on another
+backend only when the connection could not be opened; once the request was
+written a failure is a 502, or a cut stream once the head went out; a request
+the health checker abandons gets a 504.
 """
 
 from __future__ import annotations
@@ -16,16 +16,22 @@ import asyncio
 import logging
 import re
 import time
-from typing import TYPE_CHECKING
 
-from .backends import Backend
-from .lean_http import ClientConnection, LeanRequest
-from .lean_upstream import UpstreamConnection, connection_tokens, header_value, split_head
-from .proxy import HOP_BY_HOP, Outcome, access_log, describe, emit_access
-from .proxy import access_head as log_head
-
-if TYPE_CHECKING:
-    from .lean_proxy import LeanProxy
+from mrtr_lb.access import access_head as log_head
+from mrtr_lb.access import access_log, emit_access
+from mrtr_lb.backends import Backend
+from mrtr_lb.lean.http import ClientConnection, LeanRequest
+from mrtr_lb.lean.proxy import LeanProxy
+from mrtr_lb.lean.upstream import UpstreamConnection, connection_tokens, header_value, split_head
+from mrtr_lb.rules import (
+    ABANDONED,
+    HOP_BY_HOP,
+    UNRESPONSIVE,
+    Outcome,
+    connect_failed,
+    no_backend,
+    upstream_failed,
+)
 
 _HOP = frozenset(name.encode() for name in HOP_BY_HOP)
 _NO_BODY_STATUS = frozenset({204, 304})
@@ -34,7 +40,7 @@ _HOP_LINE = re.compile(b"\r\n(?:%s)[ \t]*:" % b"|".join(re.escape(name) for name
 
 
 def access_head(req: LeanRequest, path: str, backend: str) -> str:
-    """The access-log line's start (:func:`proxy.access_head`), kept on the header block ``req`` went out with."""
+    """The access-log line's start (``access.access_head``), kept on the header block ``req`` went out with."""
     entry = req.sent_with
     if entry is None or entry.backend is not backend:  # never sent (rejected, no backend): look the fields up
         return log_head(req.method, path, req.text(b"mcp-method"), req.text(b"mcp-name"), backend)
@@ -113,11 +119,8 @@ class Forward:
         backend = proxy.pool.pick(self._tried)
         if backend is None:
             out.status, out.result = 503, "no_backend"
-            message = "no backend available"
-            if self._tried:
-                message += f" ({len(self._tried)} could not be reached)"
             retry = str(proxy.settings.retry_after).encode()
-            proxy.error(self._client, self._req, 503, message, extra=[(b"Retry-After", retry)])
+            proxy.error(self._client, self._req, 503, no_backend(len(self._tried)), extra=[(b"Retry-After", retry)])
             self._end()
             return
         if self._tried:
@@ -129,7 +132,7 @@ class Forward:
         self._enter(backend)
         conn = None
         limit = proxy.limit
-        if limit is None or limit.try_take():
+        if limit is None or limit.try_acquire():
             self._slot = limit is not None
             conn = proxy.upstream.take_idle(backend.url)
         if conn is not None:
@@ -143,7 +146,7 @@ class Forward:
         try:
             conn = None
             if not self._slot and proxy.limit is not None:
-                await proxy.limit.take()
+                await proxy.limit.acquire()
                 self._slot = True
                 conn = proxy.upstream.take_idle(backend.url)  # the slot's last holder may have left one
             if conn is None:
@@ -151,7 +154,7 @@ class Forward:
         except (OSError, TimeoutError) as exc:
             self._task = None
             proxy.count_error(backend, "connect", exc)
-            proxy.pool.set_health(backend, False, f"connect failed: {describe(exc)}")
+            proxy.pool.set_health(backend, False, connect_failed(exc))
             self._leave()
             self._next()
             return
@@ -229,14 +232,13 @@ class Forward:
             return False
         self._cancel_task()
         backend.abandoned += 1
-        self._proxy.count_error(backend, "unresponsive", TimeoutError("backend stopped answering health checks"))
+        self._proxy.count_error(backend, "unresponsive", TimeoutError(UNRESPONSIVE))
         self._out.result = "abandoned"
         if self.head_sent:
             self._client.cut()
         else:
             self._out.status = 504
-            message = "backend stopped answering; retry with your last requestState"
-            self._proxy.error(self._client, self._req, 504, message)
+            self._proxy.error(self._client, self._req, 504, ABANDONED)
         self._end()
         return True
 
@@ -251,7 +253,7 @@ class Forward:
         if task is not None:
             task.cancel()
 
-    # -- the response (lean_upstream.Exchange)
+    # -- the response (mrtr_lb.lean.upstream.Exchange)
     def on_head(self, status: int, head: bytes, lower: bytes) -> None:
         """Pass the backend's head on; as it came when it has no hop-by-hop header (the usual case)."""
         req = self._req
@@ -328,7 +330,7 @@ class Forward:
             self._client.cut()
         else:
             self._out.status, self._out.result = 502, "upstream_failed"
-            self._proxy.error(self._client, self._req, 502, f"upstream failed: {describe(exc)}")
+            self._proxy.error(self._client, self._req, 502, upstream_failed(exc))
         self._end()
 
     def flush(self) -> None:

@@ -1,9 +1,9 @@
-"""The lean engine: an asyncio server of :class:`ClientConnection` protocols, no web framework.
+"""The lean engine's public listener: an asyncio server of :class:`ClientConnection` protocols, no web framework.
 
-Chosen with ``MRTR_LB_ENGINE=lean``. It serves the same paths as the aiohttp
-engine (the proxied paths, 404 for anything else: the ``/lb/`` admin API is on
-the admin listener, :mod:`admin_server`) over the same pool, health checks and
-discovery, within the same bounds (:mod:`bounds`).
+The default (``MRTR_LB_ENGINE=lean``). It serves the same paths as the
+reference engine (the proxied paths, 404 for anything else: the ``/lb/`` admin
+API is on the admin listener, :mod:`mrtr_lb.admin_server`) over the same pool,
+health checks and discovery, within the same bounds (:mod:`mrtr_lb.bounds`).
 """
 
 from __future__ import annotations
@@ -11,19 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from .admin import jsonrpc_error_body
-from .backends import BackendPool
-from .background import background
-from .balancing import picker
-from .bounds import Limits
-from .config import Settings
-from .discovery import Resolver
-from .lean_http import ClientConnection, LeanRequest, Overloaded, simple_response
-from .lean_proxy import JSON, LeanProxy
-from .metrics import LbMetrics
-
-MAX_LINGERING = 256
-"""Refused connections (over the cap) that may linger at once; more are closed right after their 503."""
+from mrtr_lb.answers import JSON, MAX_LINGERING, Overloaded, jsonrpc_error_body, simple_response
+from mrtr_lb.backends import BackendPool
+from mrtr_lb.background import background
+from mrtr_lb.balancing import picker
+from mrtr_lb.bounds import Limits
+from mrtr_lb.config import Settings
+from mrtr_lb.discovery import Resolver
+from mrtr_lb.lean.forward import Forward
+from mrtr_lb.lean.http import ClientConnection, LeanRequest
+from mrtr_lb.lean.proxy import LeanProxy
+from mrtr_lb.metrics import LbMetrics
+from mrtr_lb.rules import not_proxied
 
 
 class LeanServer:
@@ -71,7 +70,7 @@ class LeanServer:
         """The proxied paths go to a worker; anything else (``/lb/`` included) is 404 here."""
         path = req.path
         if path in self._paths:
-            self._proxy.handle(client, req, path)
+            Forward(self._proxy, client, req, path).run()
             return
         head = req.method == "HEAD"
         if req.reject is not None:
@@ -79,7 +78,7 @@ class LeanServer:
             body, kind = jsonrpc_error_body(message, -32600), JSON
         else:
             status, kind = 404, JSON
-            body = jsonrpc_error_body(f"{path} is not served through this proxy", -32601)
+            body = jsonrpc_error_body(not_proxied(path), -32601)
         client.write(simple_response(status, body, kind, keep_alive=req.keep_alive, head=head))
         client.done(req)
 

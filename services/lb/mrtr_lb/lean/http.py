@@ -3,27 +3,25 @@
 httptools parses each request; the body is read whole (bounded by the size
 limit, so a request can be re-sent after a connect failure) and requests are
 answered one after another in arrival order, as HTTP/1.1 keep-alive and
-pipelining require. The forwarding itself is :mod:`lean_proxy`'s.
+pipelining require. The forwarding itself is :mod:`mrtr_lb.lean.forward`'s.
+The admin listener (:mod:`mrtr_lb.admin_server`) serves its API over this
+connection class too, whichever engine serves the public listener.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import http
 import logging
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, cast
+from collections.abc import Callable
+from typing import Protocol, cast
 from urllib.parse import unquote
 
 import httptools
 
-from .admin import JSON, jsonrpc_error_body
-from .bounds import LINGER, TOO_MANY_CONNECTIONS, Limits, head_bytes_in
-from .lean_upstream import Headers, UpstreamConnection
-
-if TYPE_CHECKING:
-    from .lean_proxy import HeaderBlock
+from mrtr_lb.bounds import LINGER, Limits, head_bytes_in
+from mrtr_lb.lean.blocks import HeaderBlock
+from mrtr_lb.lean.upstream import Headers, UpstreamConnection
 
 log = logging.getLogger("mrtr_lb.lean")
 
@@ -58,7 +56,7 @@ class LeanRequest:
         self._lower: dict[bytes, bytes] | None = None
         self._split: tuple[bytes, bytes] | None = None
         self.sent_with: HeaderBlock | None = None
-        """The header block this request went upstream with (set by ``lean_proxy.upstream_request``)."""
+        """The header block this request went upstream with (set by :func:`mrtr_lb.lean.request.upstream_request`)."""
 
     def lowered(self) -> dict[bytes, bytes]:
         """Headers by lower-case name (the last one wins), built once."""
@@ -109,31 +107,6 @@ def _path_text(raw: bytes) -> str:
         if len(_PATHS) < 1024 and len(raw) <= 256:  # bounded in number and size: paths are client-controlled
             _PATHS[raw] = text
     return text
-
-
-def simple_response(
-    status: int,
-    body: bytes,
-    content_type: str,
-    *,
-    keep_alive: bool,
-    head: bool = False,
-    extra: Sequence[tuple[bytes, bytes]] = (),
-) -> bytes:
-    """A complete response with a known length (errors, admin answers)."""
-    phrase = http.HTTPStatus(status).phrase if status in http.HTTPStatus._value2member_map_ else ""
-    lines = [
-        b"HTTP/1.1 %d %s\r\n" % (status, phrase.encode()),
-        b"Content-Type: %s\r\n" % content_type.encode(),
-        b"Content-Length: %d\r\n" % len(body),
-    ]
-    lines += [b"%s: %s\r\n" % pair for pair in extra]
-    if not keep_alive:
-        lines.append(b"Connection: close\r\n")
-    lines.append(b"\r\n")
-    if not head:
-        lines.append(body)
-    return b"".join(lines)
 
 
 _METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")}
@@ -212,7 +185,7 @@ class ClientConnection(asyncio.Protocol):
         self.upstream: UpstreamConnection | None = None
         """The backend connection whose response is streaming here (flow control follows it)."""
         self.upstream_heads: dict[tuple[str, tuple[tuple[bytes, bytes], ...]], HeaderBlock] = {}
-        """Upstream header blocks by (backend, the request's headers): see ``lean_proxy.upstream_request``."""
+        """Upstream header blocks by (backend, the request's headers): see ``lean.request.upstream_request``."""
         self.writing_paused = False
         self.gone = False
 
@@ -535,36 +508,3 @@ class ClientConnection(asyncio.Protocol):
     def cut(self) -> None:
         """End the connection mid-response, after what was written: the client sees the truncation."""
         self.close()
-
-
-class Overloaded(asyncio.Protocol):
-    """A connection over the cap: one 503 and a FIN at once, its bytes dropped, closed after a moment.
-
-    These linger too (see :meth:`ClientConnection.linger`), but only so many at once
-    (``lingering``, shared by the listener): past that, one is closed right after its answer.
-    """
-
-    def __init__(self, retry_after: int, lingering: set[Overloaded], max_lingering: int) -> None:
-        self._retry_after = retry_after
-        self._lingering = lingering
-        self._max_lingering = max_lingering
-        self._transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        real = self._transport = cast(asyncio.Transport, transport)
-        body = jsonrpc_error_body(TOO_MANY_CONNECTIONS)
-        extra = [(b"Retry-After", str(self._retry_after).encode())]
-        real.write(simple_response(503, body, JSON, keep_alive=False, extra=extra))
-        if len(self._lingering) >= self._max_lingering:
-            real.close()
-            return
-        self._lingering.add(self)
-        if real.can_write_eof():
-            real.write_eof()
-        asyncio.get_running_loop().call_later(LINGER, real.abort)
-
-    def data_received(self, data: bytes) -> None:
-        pass
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._lingering.discard(self)

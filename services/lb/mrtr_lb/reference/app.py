@@ -1,6 +1,6 @@
-"""Wiring of the aiohttp engine: one aiohttp application = pool + background checks + proxy.
+"""Wiring of the reference engine (aiohttp): one aiohttp application = pool + background checks + proxy.
 
-The admin API is not here: it is on the admin listener (:mod:`admin_server`), shared by both engines.
+The admin API is not here: it is on the admin listener (:mod:`mrtr_lb.admin_server`), shared by both engines.
 
 aiohttp serves both sides: its server streams responses chunk by chunk and
 its ClientSession pool held up under concurrency in our benchmark (README).
@@ -15,13 +15,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
-from .backends import BackendPool
-from .background import background
-from .balancing import picker
-from .config import Settings
-from .discovery import Resolver
-from .metrics import LbMetrics
-from .proxy import Outcome, Proxy, jsonrpc_error, record
+from mrtr_lb.access import record
+from mrtr_lb.backends import BackendPool
+from mrtr_lb.background import background
+from mrtr_lb.balancing import picker
+from mrtr_lb.config import Settings
+from mrtr_lb.discovery import Resolver
+from mrtr_lb.metrics import LbMetrics
+from mrtr_lb.reference.proxy import Proxy, jsonrpc_error
+from mrtr_lb.rules import Outcome, not_proxied
 
 log = logging.getLogger("mrtr_lb")
 
@@ -36,7 +38,7 @@ def upstream_session(settings: Settings) -> aiohttp.ClientSession:
     """The forwarding client: pooled keep-alive, no cookies, bytes passed through untouched.
 
     aiohttp re-sends an idempotent request once when a connection breaks under it;
-    the proxy turns that off per request (`proxy.send_once`), since the backend may
+    the proxy turns that off per request (:func:`mrtr_lb.reference.proxy.send_once`), since the backend may
     already have acted on the first copy.
     """
     keepalive = settings.upstream_keepalive
@@ -87,11 +89,11 @@ async def _no_upgrades(request: web.Request, handler: Handler) -> web.StreamResp
 
 async def _not_proxied(request: web.Request) -> web.Response:
     """Only the configured paths reach the workers: their admin and metrics endpoints stay private."""
-    return jsonrpc_error(404, f"{request.path} is not served through this proxy", code=-32601)
+    return jsonrpc_error(404, not_proxied(request.path), code=-32601)
 
 
-def create_app(settings: Settings, *, resolver: Resolver | None = None) -> web.Application:
-    """Build the proxy application; background tasks start with the app and stop with it.
+def create_reference_app(settings: Settings, *, resolver: Resolver | None = None) -> web.Application:
+    """Build the reference engine as a plain aiohttp application; background tasks start with the app and stop with it.
 
     ``resolver`` replaces DNS lookups for ``MRTR_LB_BACKEND_DNS`` (tests inject one).
     """

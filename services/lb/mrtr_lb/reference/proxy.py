@@ -1,20 +1,17 @@
-"""Forwarding one client request to one backend and streaming the answer back.
+"""The reference engine's forwarding (aiohttp server and client): one client request to one backend, streamed back.
 
-The one rule that shapes this module: a request is retried on another backend
-only when it provably never left the proxy (the connection could not be
-opened). Once bytes may have reached a worker, the worker may have acted on
-them, so the client gets a 502 and retries with its own last requestState.
-The same holds when the backend stops answering altogether (the health
-checker abandons its requests): the client gets a 504 and retries.
+This is the engine the lean one (:mod:`mrtr_lb.lean`, the default) is tested
+against: every test in ``tests/lb`` runs on both, so a behaviour the two
+disagree on shows up as a failing case. It keeps the contract in
+:mod:`mrtr_lb.rules` (retry only what was never delivered; 502 once bytes may
+have reached a worker, 504 when the health checker abandons the backend).
+Chosen with ``MRTR_LB_ENGINE=aiohttp``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -22,35 +19,28 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from .backends import Backend, BackendPool
-from .config import Settings
-from .metrics import LbMetrics
-
-access_log = logging.getLogger("mrtr_lb.access")
-log = logging.getLogger("mrtr_lb.proxy")
+from mrtr_lb.access import record
+from mrtr_lb.backends import Backend, BackendPool
+from mrtr_lb.config import Settings
+from mrtr_lb.metrics import LbMetrics
+from mrtr_lb.rules import (
+    ABANDONED,
+    BODY_METHODS,
+    HOP_BY_HOP,
+    REQUEST_DROP,
+    UNRESPONSIVE,
+    Outcome,
+    connect_failed,
+    count_error,
+    describe,
+    no_backend,
+    upstream_failed,
+)
 
 # Failures raised before a single request byte was written: safe to retry elsewhere.
 UNDELIVERED: tuple[type[Exception], ...] = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 # Everything else that can go wrong talking to a backend.
 UPSTREAM_FAILURES: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
-
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-# The body is re-sent from memory, so its framing headers are recomputed.
-REQUEST_DROP = HOP_BY_HOP | {"content-length", "expect"}
-BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 def send_once() -> aiohttp.ClientMiddlewareType:
@@ -98,11 +88,6 @@ def jsonrpc_error(
     return web.json_response(body, status=status, headers=headers)
 
 
-def describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
-
-
 class ScopeAbandon:
     """An aiohttp-engine request as :class:`Backend` holds it: abandoning expires its cancel scope now."""
 
@@ -119,16 +104,10 @@ class ScopeAbandon:
 
 
 @dataclass
-class Outcome:
-    """What happened to one request, for the access log and metrics."""
+class StreamOutcome(Outcome):
+    """:class:`Outcome` with the client response once its headers went out (nothing else can be sent then)."""
 
-    backend: str = "-"
-    status: int = 0
-    attempts: int = 0
-    result: str = "ok"
-    worker: str | None = None
     response: web.StreamResponse | None = None
-    """The client response once its headers went out (nothing else can be sent then)."""
 
 
 class Proxy:
@@ -151,7 +130,7 @@ class Proxy:
         if self._session is None:
             return jsonrpc_error(503, "load balancer is not running", headers={"Retry-After": "1"})
         started = time.perf_counter()
-        out = Outcome()
+        out = StreamOutcome()
         try:
             return await self._handle(request, out)
         except BaseException:
@@ -163,7 +142,7 @@ class Proxy:
         finally:
             self._finish(request, out, started)
 
-    async def _handle(self, request: web.Request, out: Outcome) -> web.StreamResponse:
+    async def _handle(self, request: web.Request, out: StreamOutcome) -> web.StreamResponse:
         body = await self._read_body(request, out)
         if isinstance(body, web.StreamResponse):
             return body
@@ -184,7 +163,7 @@ class Proxy:
             if response is not None:
                 return response
 
-    async def _read_body(self, request: web.Request, out: Outcome) -> bytes | web.StreamResponse:
+    async def _read_body(self, request: web.Request, out: StreamOutcome) -> bytes | web.StreamResponse:
         """Read the whole body (kept in memory so it can be re-sent), bounded in size."""
         limit = self._settings.max_body_size
         too_large = f"request body larger than {limit} bytes"
@@ -202,18 +181,15 @@ class Proxy:
             return self._reject(out, 400, f"could not read request body: {describe(exc)}")
         return b"".join(chunks)
 
-    def _reject(self, out: Outcome, status: int, message: str) -> web.Response:
+    def _reject(self, out: StreamOutcome, status: int, message: str) -> web.Response:
         out.status, out.result = status, "rejected"
         response = jsonrpc_error(status, message, code=-32600)
         response.force_close()  # the unread rest of the body must not be parsed as a request
         return response
 
-    def _unavailable(self, out: Outcome, tried: list[Backend]) -> web.Response:
+    def _unavailable(self, out: StreamOutcome, tried: list[Backend]) -> web.Response:
         out.status, out.result = 503, "no_backend"
-        message = "no backend available"
-        if tried:
-            message += f" ({len(tried)} could not be reached)"
-        return jsonrpc_error(503, message, headers={"Retry-After": str(self._settings.retry_after)})
+        return jsonrpc_error(503, no_backend(len(tried)), headers={"Retry-After": str(self._settings.retry_after)})
 
     def _upstream_headers(self, request: web.Request) -> CIMultiDict[str]:
         """Client headers minus hop-by-hop ones, plus the usual X-Forwarded-* trio.
@@ -235,7 +211,7 @@ class Proxy:
         backend: Backend,
         headers: CIMultiDict[str],
         data: bytes | None,
-        out: Outcome,
+        out: StreamOutcome,
     ) -> web.StreamResponse | None:
         """One attempt; ``None`` means "not delivered, try another backend"."""
         backend.in_flight += 1
@@ -263,7 +239,7 @@ class Proxy:
         backend: Backend,
         headers: CIMultiDict[str],
         data: bytes | None,
-        out: Outcome,
+        out: StreamOutcome,
     ) -> web.StreamResponse | None:
         assert self._session is not None
         # rel_url, not raw_path: an absolute-form request line must not pick the upstream host.
@@ -274,32 +250,32 @@ class Proxy:
             )
         except UNDELIVERED as exc:
             self._count_error(backend, "connect", exc)
-            self._pool.set_health(backend, False, f"connect failed: {describe(exc)}")
+            self._pool.set_health(backend, False, connect_failed(exc))
             return None
         except UPSTREAM_FAILURES as exc:
             self._count_error(backend, "upstream", exc)
             out.status, out.result = 502, "upstream_failed"
-            return jsonrpc_error(502, f"upstream failed: {describe(exc)}")
+            return jsonrpc_error(502, upstream_failed(exc))
         return await self._stream(request, backend, upstream, out)
 
-    def _abandoned(self, request: web.Request, backend: Backend, out: Outcome) -> web.StreamResponse:
+    def _abandoned(self, request: web.Request, backend: Backend, out: StreamOutcome) -> web.StreamResponse:
         """The backend stopped answering while this request ran there: 504, or a cut stream if headers went out."""
         backend.abandoned += 1
-        self._count_error(backend, "unresponsive", TimeoutError("backend stopped answering health checks"))
+        self._count_error(backend, "unresponsive", TimeoutError(UNRESPONSIVE))
         out.result = "abandoned"
         if out.response is not None:
             if request.transport is not None:
                 request.transport.close()
             return out.response
         out.status = 504
-        return jsonrpc_error(504, "backend stopped answering; retry with your last requestState")
+        return jsonrpc_error(504, ABANDONED)
 
     async def _stream(
         self,
         request: web.Request,
         backend: Backend,
         upstream: aiohttp.ClientResponse,
-        out: Outcome,
+        out: StreamOutcome,
     ) -> web.StreamResponse:
         """Relay status, headers and body chunk by chunk, as soon as each arrives."""
         out.status = upstream.status
@@ -338,93 +314,8 @@ class Proxy:
         return response
 
     def _count_error(self, backend: Backend, kind: str, exc: BaseException) -> None:
-        backend.errors += 1
-        backend.last_error = describe(exc)
-        self._metrics.backend_errors.labels(backend.url, kind).inc()
-        log.warning("%s error on %s: %s", kind, backend.url, describe(exc))
+        count_error(self._metrics, backend, kind, exc)
 
-    def _finish(self, request: web.Request, out: Outcome, started: float) -> None:
+    def _finish(self, request: web.Request, out: StreamOutcome, started: float) -> None:
         h = request.headers
         record(self._metrics, request.method, request.path, h.get("Mcp-Method"), h.get("Mcp-Name"), out, started)
-
-
-def record(
-    metrics: LbMetrics,
-    method: str,
-    path: str,
-    mcp_method: str | None,
-    mcp_name: str | None,
-    out: Outcome,
-    started: float,
-) -> None:
-    """Metrics and the one access-log line of a finished request (both engines)."""
-    elapsed = time.perf_counter() - started
-    metrics.count_response(out.status, elapsed)
-    if access_log.isEnabledFor(logging.INFO):
-        log_access(method, path, mcp_method, mcp_name, out, elapsed)
-
-
-def log_access(
-    method: str, path: str, mcp_method: str | None, mcp_name: str | None, out: Outcome, elapsed: float
-) -> None:
-    """The access-log line of a finished request (call only when ``access_log`` is enabled for INFO)."""
-    emit_access(access_head(method, path, mcp_method, mcp_name, out.backend), out, elapsed)
-
-
-def access_head(method: str, path: str, mcp_method: str | None, mcp_name: str | None, backend: str) -> str:
-    """An access-log line up to ``status=``: the part a client's requests repeat (the lean engine keeps it)."""
-    mcp = f"mcp_method={_field(mcp_method)} mcp_name={_field(mcp_name)}"
-    return f"{method} {_field(path)} {mcp} backend={backend} status="
-
-
-def emit_access(head: str, out: Outcome, elapsed: float) -> None:
-    """Finish the line that :func:`access_head` began with what varies per request, and log it.
-
-    One f-string: ``%`` formatting of an argument tuple cost as much again.
-    """
-    message = (
-        f"{head}{out.status} duration_ms={elapsed * 1000:.1f} retried={'yes' if out.attempts > 1 else 'no'} "
-        f"attempts={out.attempts} result={out.result} worker={_field(out.worker)}"
-    )
-    if _direct is not None:
-        _direct(message)
-        return
-    # makeRecord + handle: the same record as .info() makes, without walking the stack for the caller.
-    access_log.handle(access_log.makeRecord(access_log.name, logging.INFO, __file__, 0, message, (), None))
-
-
-_direct: Callable[[str], None] | None = None
-
-
-def direct_access_lines(writer: Callable[[str], None] | None) -> None:
-    """Write access-log lines with ``writer`` instead of through logging (the lean CLI's batched stderr)."""
-    global _direct
-    _direct = writer
-
-
-_NEEDS_QUOTES = re.compile(r'[\s"\\=]')
-
-
-_FIELDS: dict[str, str] = {}
-"""Rendered fields by value: the same few paths, tool names and worker ids come back on every line."""
-
-
-def _field(value: str | None) -> str:
-    """Render a client-controlled value so it cannot break the one-line format."""
-    if not value:
-        return "-"
-    rendered = _FIELDS.get(value)
-    if rendered is None:
-        rendered = _render_field(value)
-        if len(value) <= 200:  # bounded in size and number: values are client-controlled
-            if len(_FIELDS) >= 4096:
-                _FIELDS.clear()
-            _FIELDS[value] = rendered
-    return rendered
-
-
-def _render_field(value: str) -> str:
-    value = value[:200]
-    if _NEEDS_QUOTES.search(value) or not value.isprintable():
-        return '"' + value.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
-    return value

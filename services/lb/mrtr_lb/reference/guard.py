@@ -1,4 +1,4 @@
-"""The aiohttp engine's public listener within the same bounds as the lean engine's (:mod:`bounds`).
+"""The reference engine's public listener within the same bounds as the lean engine's (:mod:`mrtr_lb.bounds`).
 
 aiohttp limits lines and fields (answering 400) and closes idle connections,
 but has no cap on a whole head, no deadline for a head or a body and no cap
@@ -23,11 +23,8 @@ from urllib.parse import unquote
 import httptools
 from aiohttp import web, web_protocol
 
-from .admin import JSON, jsonrpc_error_body
-from .bounds import LINGER, Limits, head_bytes_in
-from .lean_http import Overloaded, simple_response
-
-MAX_LINGERING = 256
+from mrtr_lb.answers import JSON, MAX_LINGERING, Overloaded, jsonrpc_error_body, simple_response
+from mrtr_lb.bounds import LINGER, Limits, head_bytes_in
 
 Refused = Callable[[str, str, str | None, str | None, int], None]
 """Told of each refusal (method, path, Mcp-Method, Mcp-Name, status): the access log and metrics, as the lean
