@@ -12,23 +12,23 @@ from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.inbound import X_MCP_HEADER_KEY
 from opentelemetry import trace
 
-from mrtr_worker.answer_limits import LimitAnswers
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
+from mrtr_worker.edge.quiet_calls import QuietTools
 from mrtr_worker.lifecycle import Lifecycle
+from mrtr_worker.mcp_middleware.answer_limits import LimitAnswers
+from mrtr_worker.mcp_middleware.observe import ObserveRequests
+from mrtr_worker.mcp_middleware.prompt_guard import PromptGuard
 from mrtr_worker.metrics import WorkerMetrics
-from mrtr_worker.observe import ObserveRequests
 from mrtr_worker.packs import PackEnv
 from mrtr_worker.packs.registry import installed_jobs, register_packs
-from mrtr_worker.prompt_guard import PromptGuard
-from mrtr_worker.quiet_calls import QuietTools
-from mrtr_worker.replay_guard import ReplayGuard, SingleUseTools, SpentStates
-from mrtr_worker.rounds import WorkerInstance
-from mrtr_worker.state_codec import FleetStateCodec
+from mrtr_worker.sealing.codec import FleetStateCodec
+from mrtr_worker.sealing.replay_guard import ReplayGuard, SingleUseTools, SpentStates
 from mrtr_worker.tasks.extension import TasksExtension
 from mrtr_worker.tasks.offer import TaskTools
 from mrtr_worker.tasks.push import TaskPush
 from mrtr_worker.tasks.service import TaskService
+from mrtr_worker.tool_api.rounds import WorkerInstance
 from mrtr_worker.vault.tool import VaultDesk
 
 SERVER_NAME = "mrtr-worker"

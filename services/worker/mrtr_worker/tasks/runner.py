@@ -64,8 +64,7 @@ from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSetting
 from mrtr_worker.compute.slots import Slots
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
-from mrtr_worker.rounds import WorkerInstance
-from mrtr_worker.state_layout import Pace
+from mrtr_worker.sealing.layout import Pace
 from mrtr_worker.tasks.catalog import job_named
 from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
 from mrtr_worker.tasks.leases import Check, Lease, SliceLeases
@@ -74,6 +73,7 @@ from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.store import GROUP, Slice, Stored, TaskStore, now_ms
 from mrtr_worker.tasks.straggling import Standing, judge_slice, pull_wait_ms
 from mrtr_worker.tasks.wire import Status
+from mrtr_worker.tool_api.rounds import WorkerInstance
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ from typing import Any
 from mcp.server.context import ServerRequestContext
 from redis.exceptions import RedisError
 
-from mrtr_worker.capabilities import Need, allows
 from mrtr_worker.redis_link import NotReplicated
 from mrtr_worker.tasks import errors
 from mrtr_worker.tasks.catalog import job_named
@@ -26,6 +25,7 @@ from mrtr_worker.tasks.principal import principal_of
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.store import CapReached, TaskStore, now_ms
 from mrtr_worker.tasks.wire import Status
+from mrtr_worker.tool_api.capabilities import Need, allows
 
 logger = logging.getLogger(__name__)
 
