@@ -28,10 +28,11 @@ from mrtr_worker.edge.fast_resume import FastResume
 from mrtr_worker.edge.front_door import FrontDoor
 from mrtr_worker.edge.headers import InstanceHeaders
 from mrtr_worker.edge.modern_only import ModernOnly
-from mrtr_worker.edge.quiet_calls import QuietCalls, QuietTools
+from mrtr_worker.edge.quiet_calls import QuietCalls
 from mrtr_worker.mcp_middleware import rejections
 from mrtr_worker.sealing.keyring import KeyRing
 from mrtr_worker.server import tracing_configured
+from mrtr_worker.tool_api.quiet import QuietTools
 from mrtr_worker.vault.routes import VaultSite, vault_router
 from mrtr_worker.vault.session import SessionCodec
 from mrtr_worker.worker import Worker

@@ -14,7 +14,6 @@ from opentelemetry import trace
 
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
-from mrtr_worker.edge.quiet_calls import QuietTools
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.mcp_middleware.answer_limits import LimitAnswers
 from mrtr_worker.mcp_middleware.observe import ObserveRequests
@@ -28,6 +27,7 @@ from mrtr_worker.tasks.extension import TasksExtension
 from mrtr_worker.tasks.offer import TaskTools
 from mrtr_worker.tasks.push import TaskPush
 from mrtr_worker.tasks.service import TaskService
+from mrtr_worker.tool_api.quiet import QuietTools
 from mrtr_worker.tool_api.rounds import WorkerInstance
 from mrtr_worker.vault.tool import VaultDesk
 

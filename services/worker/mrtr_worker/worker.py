@@ -16,9 +16,9 @@ from prometheus_client import Counter
 
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
-from mrtr_worker.edge.quiet_calls import QuietTools
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
+from mrtr_worker.packs.registry import job_named
 from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.keyring import KeyRing
 from mrtr_worker.sealing.layout import StateLayout
@@ -30,6 +30,7 @@ from mrtr_worker.tasks.runner import TaskRunner
 from mrtr_worker.tasks.sealing import RecordSealer
 from mrtr_worker.tasks.service import TaskService
 from mrtr_worker.tasks.store import TaskStore
+from mrtr_worker.tool_api.quiet import QuietTools
 from mrtr_worker.tool_api.rounds import WorkerInstance
 from mrtr_worker.vault.flows import VaultFlows
 from mrtr_worker.vault.tool import VaultDesk
@@ -132,7 +133,11 @@ def _task_parts(
         target, sealer, prefix=settings.redis_prefix, wait=settings.redis_wait(), client_name=name
     )
     service = TaskService(
-        store, ttl_ms=settings.task_ttl_ms, poll_ms=settings.task_poll_interval_ms, max_live=settings.max_live_tasks
+        store,
+        ttl_ms=settings.task_ttl_ms,
+        poll_ms=settings.task_poll_interval_ms,
+        max_live=settings.max_live_tasks,
+        jobs=job_named,
     )
     runner = TaskRunner(
         store,
@@ -144,6 +149,7 @@ def _task_parts(
         slice_ms=settings.task_slice_ms,
         lease_ms=settings.task_lease_ms,
         poll_ms=settings.task_poll_interval_ms,
+        jobs=job_named,
         policy=engine.policy,
         slots=engine.slots,
         incarnation=incarnation,

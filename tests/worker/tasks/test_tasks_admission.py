@@ -22,6 +22,7 @@ from mrtr_worker.compute.engine import Engine
 from mrtr_worker.compute.primes import COUNT_PRIMES, KNOWN_COUNTS
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
+from mrtr_worker.packs.registry import job_named
 from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.keyring import new_ring
 from mrtr_worker.sealing.layout import StateLayout
@@ -100,6 +101,7 @@ def _runner(store: TaskStore, engine: Engine, metrics: WorkerMetrics) -> TaskRun
         slice_ms=1000,
         lease_ms=5000,
         poll_ms=50,
+        jobs=job_named,
         policy=engine.policy,
         slots=engine.slots,
     )

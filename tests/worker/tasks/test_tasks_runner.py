@@ -19,6 +19,7 @@ from mrtr_worker.compute.computation import State
 from mrtr_worker.compute.primes import COUNT_PRIMES, KNOWN_COUNTS
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
+from mrtr_worker.packs.registry import job_named
 from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.keyring import new_ring
 from mrtr_worker.sealing.layout import StateLayout
@@ -44,7 +45,16 @@ def _parts(url: str) -> tuple[TaskStore, TaskRunner, WorkerMetrics]:
     metrics = WorkerMetrics()
     identity = WorkerInstance("inproc", 1, StateLayout(1))
     runner = TaskRunner(
-        store, identity, Lifecycle(), InlinePool(), metrics, concurrency=2, slice_ms=50, lease_ms=2000, poll_ms=50
+        store,
+        identity,
+        Lifecycle(),
+        InlinePool(),
+        metrics,
+        concurrency=2,
+        slice_ms=50,
+        lease_ms=2000,
+        poll_ms=50,
+        jobs=job_named,
     )
     return store, runner, metrics
 
@@ -158,6 +168,7 @@ def test_toxic_jobs_fail_their_task_once_with_a_clear_error_and_the_worker_lives
             slice_ms=100,
             lease_ms=2000,
             poll_ms=50,
+            jobs=job_named,
             max_run_ms=600,
         )
         toxic = {job: _record(job, {}) for job in ("chaos_raise", "chaos_exit", "chaos_forever")}

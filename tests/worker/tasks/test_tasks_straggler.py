@@ -25,6 +25,7 @@ from mrtr_worker.compute.policy import SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.primes import COUNT_PRIMES, KNOWN_COUNTS
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
+from mrtr_worker.packs.registry import job_named
 from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.keyring import new_ring
 from mrtr_worker.sealing.layout import Pace, StateLayout
@@ -74,6 +75,7 @@ def _runner(store: TaskStore, name: str, pool: Pool) -> tuple[TaskRunner, Worker
         slice_ms=1000,  # measured over 500 ms
         lease_ms=5000,
         poll_ms=50,
+        jobs=job_named,
         policy=SheddingPolicy(SheddingSettings()),
     )
     return runner, metrics

@@ -46,30 +46,13 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from starlette.types import Message, Receive, Scope, Send
 
 from mrtr_worker.edge.fast_resume import FastResume
+from mrtr_worker.tool_api.quiet import QuietTools
 
 _METHOD_HEADER = b"mcp-method"
 _NAME_HEADER = b"mcp-name"
 _ACCEPT_HEADER = b"accept"
 _EVENT_STREAM = b"text/event-stream"
 _PING = b": ping\r\n\r\n"
-
-
-class QuietTools:
-    """The tools whose calls never notify and return at once; packs declare them where they register them."""
-
-    def __init__(self) -> None:
-        self._tools: set[bytes] = set()
-        self.silent: set[bytes] = set()
-        """Tools that never notify but may run long: JSON when they end inside the ping window."""
-
-    def declare(self, tool: str) -> None:
-        self._tools.add(tool.encode())
-
-    def declare_silent(self, tool: str) -> None:
-        self.silent.add(tool.encode())
-
-    def __contains__(self, tool: object) -> bool:
-        return tool in self._tools
 
 
 class QuietCalls:

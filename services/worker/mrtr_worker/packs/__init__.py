@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 
-from mrtr_worker.edge.quiet_calls import QuietTools
 from mrtr_worker.sealing.replay_guard import SingleUseTools
 from mrtr_worker.tasks.offer import TaskTools
+from mrtr_worker.tool_api.quiet import QuietTools
 from mrtr_worker.tool_api.rounds import WorkerInstance
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ class PackEnv:
     single_use: SingleUseTools = field(default_factory=SingleUseTools)
     """Where a pack declares the tools whose states are accepted at most once (`mrtr_worker.sealing.replay_guard`)."""
     quiet: QuietTools = field(default_factory=QuietTools)
-    """Where a pack declares the tools that never notify and return at once (`mrtr_worker.edge.quiet_calls`)."""
+    """Where a pack declares the tools that never notify and return at once (`mrtr_worker.tool_api.quiet`)."""
 
 
 Register = Callable[[MCPServer, PackEnv], None]
