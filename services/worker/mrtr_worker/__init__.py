@@ -1,7 +1,8 @@
 """The MRTR worker: a stateless MCP server that sheds load through sealed `requestState`.
 
 The package is laid out in rooms named after their layer, outermost first; a room
-imports only rooms below it (the room below a room is never the one above it):
+imports only rooms below it (the `import-linter` contracts in the root `pyproject.toml`
+say so, and `lint-imports` checks them in CI):
 
 * `__main__`: `python -m mrtr_worker` (imports nothing until it runs: the step pool re-imports it).
 * `listener`: the uvicorn plumbing: `serve` (start-up from the environment), `draining_server`
@@ -25,7 +26,7 @@ imports only rooms below it (the room below a room is never the one above it):
 * `tasks`: the tasks extension on Redis (its own map in `tasks/__init__.py`).
 * `compute`: resumable computations, the engine that sheds them, the step pool that runs them.
 * `tool_api`: the API tools are written against: `rounds` (`Round`), `inputs` (input requests
-  and their answers), `capabilities` (per-request checks).
+  and their answers), `capabilities` (per-request checks), `quiet` (tools declared quiet or silent).
 * `sealing`: the state that travels: `keyring` (the fleet's keys, a CLI), `codec` (the fleet's
   `requestState` codec), `layout` (the plaintext layout across versions), `replay_guard` (single use).
 * `lifecycle`, `metrics`, `redis_link`: readiness and drain, the Prometheus registry, the way to Redis.
