@@ -30,4 +30,6 @@ say so, and `lint-imports` checks them in CI):
 * `sealing`: the state that travels: `keyring` (the fleet's keys, a CLI), `codec` (the fleet's
   `requestState` codec), `layout` (the plaintext layout across versions), `replay_guard` (single use).
 * `lifecycle`, `metrics`, `redis_link`: readiness and drain, the Prometheus registry, the way to Redis.
+* `sdk`: `sdk.internals`, the one module that touches the MCP SDK's private names (an SDK
+  upgrade is that file to review and `tests/worker/sdk/test_internals.py` to run).
 """

@@ -17,8 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp.server import _streamable_http_modern as sdk_http
-from mcp.server.request_state import _request_identity
 from pydantic import SecretStr
 from starlette.types import Message
 
@@ -28,6 +26,7 @@ from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from mrtr_worker.app import create_app
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.edge.front_door import FrontDoor
+from mrtr_worker.sdk import internals as sdk
 from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.keyring import KeyRing, new_ring
 from tests.conftest import StartWorker
@@ -128,7 +127,7 @@ async def _running(*apps: FrontDoor) -> AsyncIterator[None]:
 def _cases(ring: KeyRing, token: str, alices: str, bearer: dict[str, str]) -> dict[str, tuple[bytes, dict[str, str]]]:
     """`token` was sealed anonymously, `alices` for alice; `bearer` has the Authorization header of each caller."""
     bad_arguments = {"limit": -1, "segment": 1_000}
-    _, bad_digest = _request_identity("tools/call", {"name": TOOL, "arguments": bad_arguments})
+    _, bad_digest = sdk.request_identity("tools/call", {"name": TOOL, "arguments": bad_arguments})
     tampered = token[:-6] + ("A" if token[-6] != "A" else "B") + token[-5:]
     return {
         "valid": _request(_params(token)),
@@ -190,11 +189,11 @@ def answers(tmp_path_factory: pytest.TempPathFactory, ring: KeyRing) -> dict[str
                 app.state.worker.lifecycle.undrain()
             out["handed back"] = handed_back
             before = _served(on)
-            interval, sdk_http._SSE_PING_INTERVAL = sdk_http._SSE_PING_INTERVAL, 0.0
+            interval, sdk.modern_http._SSE_PING_INTERVAL = sdk.modern_http._SSE_PING_INTERVAL, 0.0
             try:  # a round longer than the ping interval: pings on an event stream, then the answer
                 streamed = await _post(on, *cases["valid"])
             finally:
-                sdk_http._SSE_PING_INTERVAL = interval
+                sdk.modern_http._SSE_PING_INTERVAL = interval
             out["past the ping window"] = (streamed, streamed, _served(on) - before)
             return out
 

@@ -12,10 +12,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from mcp.server import _streamable_http_modern as sdk_http
 from starlette.types import Message, Receive, Scope, Send
 
 from mrtr_worker.edge.quiet_calls import QuietCalls
+from mrtr_worker.sdk import internals as sdk
 
 BODY = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 
@@ -56,7 +56,7 @@ async def _run(calls: QuietCalls, disconnect: asyncio.Event) -> list[Message]:
 
 
 def test_a_round_inside_the_window_is_passed_on_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sdk_http, "_SSE_PING_INTERVAL", 5.0)
+    monkeypatch.setattr(sdk.modern_http, "_SSE_PING_INTERVAL", 5.0)
     sent = asyncio.run(_run(_calls(0, []), asyncio.Event()))
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
     assert sent[0]["headers"] == [(b"content-type", b"application/json")]
@@ -64,7 +64,7 @@ def test_a_round_inside_the_window_is_passed_on_as_json(monkeypatch: pytest.Monk
 
 
 def test_a_round_past_the_window_streams_pings_then_the_response_event(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sdk_http, "_SSE_PING_INTERVAL", 0.01)
+    monkeypatch.setattr(sdk.modern_http, "_SSE_PING_INTERVAL", 0.01)
     sent = asyncio.run(_run(_calls(0.2, []), asyncio.Event()))
     assert sent[0]["type"] == "http.response.start"
     assert (b"content-type", b"text/event-stream") in sent[0]["headers"]
@@ -79,7 +79,7 @@ def test_a_round_past_the_window_streams_pings_then_the_response_event(monkeypat
 
 
 def test_a_disconnect_cancels_the_round_and_sends_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sdk_http, "_SSE_PING_INTERVAL", 30.0)
+    monkeypatch.setattr(sdk.modern_http, "_SSE_PING_INTERVAL", 30.0)
     cancelled: list[bool] = []
 
     async def scenario() -> list[Message]:

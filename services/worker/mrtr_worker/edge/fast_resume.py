@@ -43,27 +43,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from mcp.server import _streamable_http_modern as sdk_http
-from mcp.server.connection import _typed
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools.base import Tool
-from mcp.server.request_state import (
-    _ENVELOPE_VERSION,
-    _FUTURE_SKEW,
-    InvalidRequestState,
-    RequestStateBoundary,
-    _principal_matches,
-    _request_identity,
-)
-from mcp.server.runner import ServerRunner, _dump_result
+from mcp.server.request_state import InvalidRequestState, RequestStateBoundary
+from mcp.server.runner import ServerRunner
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request, find_duplicated_routing_header
 from mcp_types import CallToolResult, ClientCapabilities, JSONRPCRequest, TextContent
-from mcp_types import methods as _methods
+from mcp_types import methods as wire_methods
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -72,6 +63,7 @@ from starlette.types import Message, Receive, Scope, Send
 from mrtr_worker.mcp_middleware.answer_limits import LimitAnswers
 from mrtr_worker.mcp_middleware.observe import ObserveRequests
 from mrtr_worker.mcp_middleware.prompt_guard import PromptGuard
+from mrtr_worker.sdk import internals as sdk
 from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.replay_guard import ReplayGuard
 from mrtr_worker.tasks.extension import TasksExtension
@@ -121,12 +113,12 @@ class FastResume:
         registry: CollectorRegistry,
     ) -> None:
         self._mcp = mcp
-        self._lowlevel = mcp._lowlevel_server
+        self._lowlevel = sdk.lowlevel_server(mcp)
         self._manager = manager
         self._codec = codec
         self._boundary = boundary
-        self._security = boundary._security
-        self._audience = boundary._audience
+        self._security = sdk.boundary_security(boundary)
+        self._audience = sdk.boundary_audience(boundary)
         self.tools = tools
         self._max_body_bytes = max_body_bytes
         counter = Counter(
@@ -158,9 +150,9 @@ class FastResume:
         boundaries = [m for m in mcp.middleware if isinstance(m, RequestStateBoundary)]
         if len(boundaries) != 1 or not all(isinstance(m, _KNOWN_MIDDLEWARE) for m in mcp.middleware):
             return None  # e.g. the SDK's OpenTelemetry middleware (tracing configured): its spans must not be skipped
-        if boundaries[0]._security.codec is not codec:
+        if sdk.boundary_security(boundaries[0]).codec is not codec:
             return None
-        if any(not isinstance(e, TasksExtension) for e in mcp._extensions):
+        if any(not isinstance(e, TasksExtension) for e in sdk.extensions(mcp)):
             return None
         tools = frozenset(name.decode() for name in silent if _servable(mcp, name.decode()))
         return cls(mcp, manager, codec, boundaries[0], tools, max_body_bytes=max_body_bytes, registry=registry)
@@ -225,14 +217,14 @@ class FastResume:
         caps = verdict.client_capabilities
         if not isinstance(caps, dict) or "extensions" in caps:
             return None  # a declared extension (tasks) may change the call: the SDK's path
-        capabilities = _typed(ClientCapabilities, caps)
+        capabilities = sdk.typed(ClientCapabilities, caps)
         if capabilities is None:
             return None
         version = verdict.protocol_version
-        _methods.validate_client_request(METHOD, version, params)
+        wire_methods.validate_client_request(METHOD, version, params)
         if self._lowlevel.get_tool_input_schema is None or self._lowlevel.get_tool_input_schema(name) is not None:
             return None  # `Mcp-Param` headers to check against the schema: the SDK's path does it
-        tool = self._mcp._tool_manager.get_tool(name)
+        tool = sdk.registered_tool(self._mcp, name)
         if tool is None:
             return None
         arguments = params.get("arguments")
@@ -267,14 +259,14 @@ class FastResume:
             return None
         claims = json.loads(payload)
         version, iat, exp, inner = claims["v"], claims["iat"], claims["exp"], claims["s"]
-        if version != _ENVELOPE_VERSION or not isinstance(inner, str):
+        if version != sdk.ENVELOPE_VERSION or not isinstance(inner, str):
             return None
         now = time.time()
-        if not isinstance(iat, int | float) or not (iat <= now + _FUTURE_SKEW):
+        if not isinstance(iat, int | float) or not (iat <= now + sdk.FUTURE_SKEW):
             return None
         if not isinstance(exp, int | float) or not (now < exp):
             return None
-        target, args_digest = _request_identity(METHOD, params)
+        target, args_digest = sdk.request_identity(METHOD, params)
         if claims.get("m") != METHOD or claims.get("t") != target or claims.get("a") != args_digest:
             return None
         if claims.get("aud") != self._audience:
@@ -288,7 +280,7 @@ class FastResume:
             return None
         if claim is None or principal is None:
             return key, inner, (target, args_digest, principal)  # both absent: an anonymous state, anonymously
-        if not isinstance(claim, str) or not _principal_matches(claim, principal):
+        if not isinstance(claim, str) or not sdk.principal_matches(claim, principal):
             return None
         return key, inner, (target, args_digest, principal)
 
@@ -297,14 +289,14 @@ class FastResume:
         self._codec.opened(plan.key)
         ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
             session=cast(Any, None),  # none of the known middleware reads it
-            lifespan_context=self._manager._lifespan_state,
+            lifespan_context=sdk.lifespan_state(self._manager),
             protocol_version=plan.version,
             method=METHOD,
             params=plan.params,
             request_id=plan.request_id,
         )
-        msg = await sdk_http._to_jsonrpc_response(plan.request_id, self._respond(plan, ctx))
-        await sdk_http._write(msg, scope, receive, send)
+        msg = await sdk.to_jsonrpc_response(plan.request_id, self._respond(plan, ctx))
+        await sdk.write_response(msg, scope, receive, send)
 
     async def _respond(self, plan: _Plan, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
         runner: ServerRunner[Any] = ServerRunner(self._lowlevel, cast(Any, None), ctx.lifespan_context)
@@ -313,12 +305,12 @@ class FastResume:
             params = ctx.params or {}
             round_ctx = RoundContext(plan.capabilities, None, plan.version, params.get("requestState"))
             result = await _call_tool(plan.tool, dict(params.get("arguments") or {}), round_ctx)
-            return runner._serialize(METHOD, plan.version, result)
+            return sdk.serialize_result(runner, METHOD, plan.version, result)
 
         call: CallNext = kernel
         for middleware in reversed(self._mcp.middleware):
             call = _unsealed(self._boundary, plan, call) if middleware is self._boundary else _bound(middleware, call)
-        return _dump_result(await call(ctx))
+        return sdk.dump_result(await call(ctx))
 
 
 async def _call_tool(tool: Tool, arguments: dict[str, Any], ctx: RoundContext) -> Any:
@@ -345,7 +337,7 @@ def _unsealed(boundary: RequestStateBoundary, plan: _Plan, call_next: CallNext) 
     async def call(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
         inner = replace(ctx, params={**(ctx.params or {}), "requestState": plan.plaintext})
         result = await call_next(inner)
-        return boundary._seal_result(inner, result, plan.binding)
+        return sdk.seal_result(boundary, inner, result, plan.binding)
 
     return call
 
@@ -360,11 +352,11 @@ def _bound(middleware: Any, call_next: CallNext) -> CallNext:
 
 def _servable(mcp: MCPServer, name: str) -> bool:
     """A plain tool: async, no resolvers, and not task-only (whose call the tasks extension refuses undeclared)."""
-    tool = mcp._tool_manager.get_tool(name)
+    tool = sdk.registered_tool(mcp, name)
     if tool is None or tool.resolved_params or tool.context_kwarg is None:
         return False
-    for extension in mcp._extensions:
-        if isinstance(extension, TasksExtension) and extension._tools.support(name) is TaskSupport.REQUIRED:
+    for extension in sdk.extensions(mcp):
+        if isinstance(extension, TasksExtension) and extension.task_tools.support(name) is TaskSupport.REQUIRED:
             return False
     return True
 

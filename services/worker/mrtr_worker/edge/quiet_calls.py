@@ -40,12 +40,11 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from mcp.server import _streamable_http_modern as sdk_http
-from mcp.server._streamable_http_modern import handle_modern_request
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from starlette.types import Message, Receive, Scope, Send
 
 from mrtr_worker.edge.fast_resume import FastResume
+from mrtr_worker.sdk import internals as sdk
 from mrtr_worker.tool_api.quiet import QuietTools
 
 _METHOD_HEADER = b"mcp-method"
@@ -81,8 +80,8 @@ class QuietCalls:
 
     async def _json(self, scope: Scope, receive: Receive, send: Send) -> None:
         m = self._manager
-        state = m._lifespan_state  # set by the manager's run(), which the worker's lifespan enters
-        await handle_modern_request(m.app, m.security_settings, True, state, scope, receive, send)
+        state = sdk.lifespan_state(m)  # set by the manager's run(), which the worker's lifespan enters
+        await sdk.handle_modern_request(m.app, m.security_settings, True, state, scope, receive, send)
 
     async def _fast_resume(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self._fast is not None
@@ -117,7 +116,7 @@ class QuietCalls:
 
         handler = asyncio.ensure_future((serve or self._json)(scope, reading, capture))
         try:
-            interval = sdk_http._SSE_PING_INTERVAL
+            interval = sdk.sse_ping_interval()
             done, _ = await asyncio.wait((handler,), timeout=interval)
             if done:
                 if not handler.cancelled():
@@ -125,7 +124,7 @@ class QuietCalls:
                     for message in reply:
                         await send(message)
                 return
-            await send({"type": "http.response.start", "status": 200, "headers": sdk_http._SSE_HEADERS})
+            await send({"type": "http.response.start", "status": 200, "headers": sdk.sse_headers()})
             while not done:
                 await send({"type": "http.response.body", "body": _PING, "more_body": True})
                 done, _ = await asyncio.wait((handler,), timeout=interval)
