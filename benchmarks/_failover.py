@@ -37,9 +37,9 @@ from mrtr_protocol import events
 from mrtr_protocol.tasks import TASK_ID_PARAM, TASK_RESULT_TYPE, TASKS_GET, with_tasks
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from mrtr_worker.compute.primes import KNOWN_COUNTS
-from mrtr_worker.keyring import new_ring
 from mrtr_worker.redis_link import NotReplicated, RedisTarget, WaitPolicy, parse_sentinels
-from mrtr_worker.state_codec import FleetStateCodec
+from mrtr_worker.sealing.codec import FleetStateCodec
+from mrtr_worker.sealing.keyring import new_ring
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS, TaskRecord
 from mrtr_worker.tasks.sealing import RecordSealer
 from mrtr_worker.tasks.store import Stored, TaskStore, now_ms

@@ -149,7 +149,7 @@ def report(drains: list[Drain], step_ms: dict[PrimesCall, float], run_for: float
         "at the rate this worker was going. Read the drain against the step length: the target is that a "
         "drain costs at most about one step, whatever is in flight. **Exit after hand-back** is the time from "
         "the last hand-back to the process being gone, the host leaving: the drain wakes uvicorn at once "
-        "(`mrtr_worker.draining_server`), its shutdown polls every 5 ms, the step pool's processes are "
+        "(`mrtr_worker.listener.draining_server`), its shutdown polls every 5 ms, the step pool's processes are "
         "killed rather than joined (steps are pure, and every state has been handed back), and the "
         "interpreter tears itself down.",
         "",

@@ -6,7 +6,7 @@ same `echo` call: our worker; the MCP SDK's own bare stateless app
 the same app in the SDK's default mode, which defers every answer to a
 possible event stream (the worker keeps that for computations, whose long
 rounds stream pings, and answers quiet tools such as `echo` as JSON:
-`mrtr_worker.quiet_calls`); FastMCP 4 on the
+`mrtr_worker.edge.quiet_calls`); FastMCP 4 on the
 same 2026-07-28 wire (`benchmarks/_peers/fastmcp_app.py`, when the `bench`
 dependency group is installed); and a bare FastAPI endpoint that parses the
 same JSON-RPC body with no MCP at all (`benchmarks/bare_app.py`). The load
@@ -28,7 +28,7 @@ from benchmarks._cluster import stop_process
 from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request, is_complete
 from benchmarks.report import markdown_table, parser, publish
 from mrtr_ops.local.process import ManagedProcess, WorkerSpec, free_port
-from mrtr_worker.keyring import new_ring
+from mrtr_worker.sealing.keyring import new_ring
 
 WORKER = "mrtr worker"
 SDK = "MCP SDK bare stateless app (JSON answers)"

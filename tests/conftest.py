@@ -11,7 +11,7 @@ import pytest
 
 from mrtr_ops.local.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_ops.local.redis import RedisServer
-from mrtr_worker.keyring import KeyRing, new_ring
+from mrtr_worker.sealing.keyring import KeyRing, new_ring
 from tests.support.wire import McpHttp
 
 _instance_numbers = itertools.count(1)

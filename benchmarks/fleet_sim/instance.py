@@ -26,7 +26,7 @@ from benchmarks.fleet_sim.host import Cpu
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.standing import Judgement, Standing, from_peer, last_instance
-from mrtr_worker.state_layout import Trace
+from mrtr_worker.sealing.layout import Trace
 
 TOOL = "count_primes"
 

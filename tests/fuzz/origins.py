@@ -116,7 +116,7 @@ def collect(mcp: McpHttp) -> Origins:
     )
     first_round("roots", Call("roots", "tools/call", {"name": "scan_roots", "arguments": {}}, ROOTS), _pick("roots"))
     # connect_vault is not an origin: it serves signed-in callers with a vault store only, and completes
-    # on the vault page, not on a retry (tests/worker/test_vault_routes.py).
+    # on the vault page, not on a retry (tests/worker/vault/test_vault_routes.py).
     first_round("prompt", Call("prompt", "prompts/get", {"name": "onboarding"}, ELICIT), _pick("preferred_name"))
     first_round("resource", Call("resource", "resources/read", {"uri": "mrtr://reports/7"}, ELICIT), _pick("detail"))
     first_round("hash", HASH, None)

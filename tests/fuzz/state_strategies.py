@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from mrtr_worker.state_layout import StateLayout, Trace
+from mrtr_worker.sealing.layout import StateLayout, Trace
 from tests.fuzz.wire_strategies import any_text, json_values
 
 STATE_LIMIT = 64 * 1024

@@ -19,9 +19,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from mcp.server.request_state import InvalidRequestState
 
-from mrtr_worker.keyring import MIN_KEY_BYTES, KeyRing
-from mrtr_worker.state_codec import OVERSIZED, FleetStateCodec
-from mrtr_worker.state_layout import READABLE_FORMATS, StateLayout, Trace, UnreadableState
+from mrtr_worker.sealing.codec import OVERSIZED, FleetStateCodec
+from mrtr_worker.sealing.keyring import MIN_KEY_BYTES, KeyRing
+from mrtr_worker.sealing.layout import READABLE_FORMATS, StateLayout, Trace, UnreadableState
 from tests.fuzz.budget import budget
 from tests.fuzz.state_strategies import changed_layouts
 from tests.fuzz.tally import TALLY

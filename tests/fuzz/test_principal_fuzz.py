@@ -2,7 +2,7 @@
 
 The fuzzed worker verifies the development issuer's tokens and allows
 anonymous calls. A principal is (client, issuer, subject), the client being
-the subject when a token names none (`mrtr_worker.auth`). Each case seals a
+the subject when a token names none (`mrtr_worker.edge.auth`). Each case seals a
 state under one caller (a user with a token, or anonymous) on a real round
 and presents it, with a correct answer, as another caller: the same principal
 (even with a freshly minted token) continues, anyone else gets the frozen

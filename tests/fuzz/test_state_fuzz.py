@@ -26,8 +26,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from mcp.server.request_state import AESGCMRequestStateCodec
 
-from mrtr_worker.keyring import KeyRing
-from mrtr_worker.state_layout import StateLayout, Trace, UnreadableState
+from mrtr_worker.sealing.keyring import KeyRing
+from mrtr_worker.sealing.layout import StateLayout, Trace, UnreadableState
 from tests.fuzz.budget import budget
 from tests.fuzz.calls import Call
 from tests.fuzz.origins import EXPECTED, Origins, binding, finish

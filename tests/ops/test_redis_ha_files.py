@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from mrtr_worker.config import WorkerSettings
-from mrtr_worker.keyring import new_ring
 from mrtr_worker.redis_link import RedisTarget, WaitPolicy
+from mrtr_worker.sealing.keyring import new_ring
 from tests.ops.k8s.objects import compose_value
 from tests.support.compose_files import compose_project, merge
 from tests.support.paths import ROOT

@@ -13,7 +13,7 @@ import pytest
 
 from mrtr_client import Client, ScriptedInputs
 from mrtr_ops.waiting import wait_until
-from tests.worker.tasks_support import TaskClient
+from tests.worker.tasks.tasks_support import TaskClient
 
 pytestmark = pytest.mark.slow  # starts a local cluster
 WORKERS = 1

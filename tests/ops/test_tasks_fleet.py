@@ -29,7 +29,7 @@ from mrtr_worker.compute.montecarlo import ESTIMATE_PI
 from mrtr_worker.compute.primes import COUNT_PRIMES, KNOWN_COUNTS
 from mrtr_worker.tasks.store import GROUP
 from tests.ops.conftest import MakeCluster
-from tests.worker.tasks_support import RpcError, TaskClient
+from tests.worker.tasks.tasks_support import RpcError, TaskClient
 
 PREFIX = "fleet:"
 STREAM = f"{PREFIX}slices"

@@ -16,7 +16,7 @@ from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.upgrade.rolling import RollingUpgrade
 from mrtr_protocol import events
 from mrtr_worker.compute import primes
-from mrtr_worker.keyring import KeyRing
+from mrtr_worker.sealing.keyring import KeyRing
 from tests.ops.conftest import MakeCluster
 
 LOGINS = {key: {"name": key.split("_")[0]} for key in ("github_login", "google_login", "microsoft_login")}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mrtr_worker.config import WorkerSettings
-from mrtr_worker.keyring import KeyRing, KeyRingError, main, new_ring
+from mrtr_worker.sealing.keyring import KeyRing, KeyRingError, main, new_ring
 from tests.support.paths import ROOT
 
 

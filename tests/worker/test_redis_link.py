@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from mrtr_worker.config import WorkerSettings
-from mrtr_worker.keyring import new_ring
 from mrtr_worker.redis_link import NotReplicated, RedisTarget, WaitPolicy, parse_sentinels
+from mrtr_worker.sealing.keyring import new_ring
 
 
 def _settings(tmp_path: Path, **env: str) -> WorkerSettings:

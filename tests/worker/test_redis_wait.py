@@ -22,9 +22,9 @@ import redis.asyncio as aioredis
 
 from mrtr_ops.local.redis import RedisServer
 from mrtr_ops.waiting import wait_until
-from mrtr_worker.keyring import new_ring
 from mrtr_worker.redis_link import NotReplicated, WaitPolicy, wait_for_replicas
-from mrtr_worker.state_codec import FleetStateCodec
+from mrtr_worker.sealing.codec import FleetStateCodec
+from mrtr_worker.sealing.keyring import new_ring
 from mrtr_worker.tasks.leases import Check, Lease, SliceLeases
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS, TaskRecord
 from mrtr_worker.tasks.sealing import RecordSealer

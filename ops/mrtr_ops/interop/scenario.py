@@ -12,10 +12,10 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from mrtr_worker import inputs
 from mrtr_worker.compute.montecarlo import ESTIMATE_PI
 from mrtr_worker.compute.primes import KNOWN_COUNTS
 from mrtr_worker.packs.demo import LOGINS_BY_VERSION, REPORT_REQUEST, login_request
+from mrtr_worker.tool_api import inputs
 
 GITHUB_LOGIN = "octocat"
 GOOGLE_LOGIN = "octo-at-google"

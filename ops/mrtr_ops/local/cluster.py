@@ -27,7 +27,7 @@ from mrtr_ops.local.redis import REDIS_URL_VARIABLE, RedisServer
 from mrtr_ops.local.redis_ha import RedisHA
 from mrtr_ops.local.sentinel import SentinelTiming
 from mrtr_protocol.metrics import MetricsPage
-from mrtr_worker.keyring import new_ring
+from mrtr_worker.sealing.keyring import new_ring
 
 PUBLIC_URL_VARIABLE = "MRTR_WORKER_PUBLIC_URL"
 PROXIED_PATHS = "/mcp,/vault/connect,/vault/sign-in"

@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 
 from mrtr_ops.fleet import AdminError, Fleet, FleetWorker, admin_call, metric
-from mrtr_worker.keyring import KeyRing, new_secret
+from mrtr_worker.sealing.keyring import KeyRing, new_secret
 
 SKEW_MARGIN_SECONDS = 2.0
 """Added to the TTL before retiring a key: the SDK accepts tokens minted slightly in the future."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 def main() -> int:
-    from mrtr_worker.serve import main as serve
+    from mrtr_worker.listener.serve import main as serve
 
     return serve()
 

@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from mrtr_worker.compute.policy import SheddingSettings
 from mrtr_worker.packs.registry import check_names
 from mrtr_worker.redis_link import RedisTarget, WaitPolicy, parse_sentinels
-from mrtr_worker.state_layout import READABLE_FORMATS
+from mrtr_worker.sealing.layout import READABLE_FORMATS
 
 SUPPORTED_VERSIONS = (1, 2)
 """Worker behaviour versions (see the rolling-upgrade notes in the README)."""
@@ -45,7 +45,7 @@ class WorkerSettings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
 
     keyring: SecretStr | None = None
-    """The key ring as JSON text (see `mrtr_worker.keyring`); or use `keyring_file`."""
+    """The key ring as JSON text (see `mrtr_worker.sealing.keyring`); or use `keyring_file`."""
     keyring_file: Path | None = None
     audience: str = Field(default="mrtr-fleet", min_length=1)
     """Service identity bound into every sealed state; the whole fleet shares it."""
@@ -88,7 +88,7 @@ class WorkerSettings(BaseSettings):
 
     fast_resume: bool = True
     """Serve a computation's resumed round (`tools/call` with only its `requestState`) on the resume fast path
-    (`mrtr_worker.fast_resume`): the same checks and answer without the SDK's generic dispatch, about a fifth of
+    (`mrtr_worker.edge.fast_resume`): the same checks and answer without the SDK's generic dispatch, about a fifth of
     a hop's worker CPU. Anything unusual still takes the SDK's path; off (`MRTR_WORKER_FAST_RESUME=false`)
     sends every request there, for comparison."""
 
@@ -241,7 +241,7 @@ class WorkerSettings(BaseSettings):
         if (self.keyring is None) == (self.keyring_file is None):
             raise ValueError(
                 "set exactly one of MRTR_WORKER_KEYRING (JSON) or MRTR_WORKER_KEYRING_FILE; "
-                "generate one with: python -m mrtr_worker.keyring new"
+                "generate one with: python -m mrtr_worker.sealing.keyring new"
             )
         return self
 

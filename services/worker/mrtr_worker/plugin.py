@@ -31,9 +31,13 @@ if TYPE_CHECKING:
     from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
     from mrtr_protocol.rounds import EndOfRound
-    from mrtr_worker.capabilities import Need, require
     from mrtr_worker.compute.computation import Computation, Question, State, run_uninterrupted
-    from mrtr_worker.inputs import (
+    from mrtr_worker.packs import PackEnv
+    from mrtr_worker.packs.registry import ENTRY_POINT_GROUP, PackError, ToolPack
+    from mrtr_worker.tasks.jobs import Job, compute_job
+    from mrtr_worker.tasks.offer import TaskOffer, TaskSupport, offer
+    from mrtr_worker.tool_api.capabilities import Need, require
+    from mrtr_worker.tool_api.inputs import (
         FormAnswer,
         InputRequestWire,
         SecretInForm,
@@ -45,11 +49,7 @@ if TYPE_CHECKING:
         sampling,
         url_elicitation,
     )
-    from mrtr_worker.packs import PackEnv
-    from mrtr_worker.packs.registry import ENTRY_POINT_GROUP, PackError, ToolPack
-    from mrtr_worker.rounds import Round
-    from mrtr_worker.tasks.jobs import Job, compute_job
-    from mrtr_worker.tasks.offer import TaskOffer, TaskSupport, offer
+    from mrtr_worker.tool_api.rounds import Round
 
 _SOURCES = {
     "MCPServer": "mcp.server.mcpserver",
@@ -58,27 +58,27 @@ _SOURCES = {
     "InputRequiredResult": "mcp_types",
     "TextContent": "mcp_types",
     "EndOfRound": "mrtr_protocol.rounds",
-    "Need": "mrtr_worker.capabilities",
-    "require": "mrtr_worker.capabilities",
+    "Need": "mrtr_worker.tool_api.capabilities",
+    "require": "mrtr_worker.tool_api.capabilities",
     "Computation": "mrtr_worker.compute.computation",
     "Question": "mrtr_worker.compute.computation",
     "State": "mrtr_worker.compute.computation",
     "run_uninterrupted": "mrtr_worker.compute.computation",
-    "FormAnswer": "mrtr_worker.inputs",
-    "InputRequestWire": "mrtr_worker.inputs",
-    "SecretInForm": "mrtr_worker.inputs",
-    "form": "mrtr_worker.inputs",
-    "read_form": "mrtr_worker.inputs",
-    "read_roots": "mrtr_worker.inputs",
-    "read_sampled_text": "mrtr_worker.inputs",
-    "roots": "mrtr_worker.inputs",
-    "sampling": "mrtr_worker.inputs",
-    "url_elicitation": "mrtr_worker.inputs",
+    "FormAnswer": "mrtr_worker.tool_api.inputs",
+    "InputRequestWire": "mrtr_worker.tool_api.inputs",
+    "SecretInForm": "mrtr_worker.tool_api.inputs",
+    "form": "mrtr_worker.tool_api.inputs",
+    "read_form": "mrtr_worker.tool_api.inputs",
+    "read_roots": "mrtr_worker.tool_api.inputs",
+    "read_sampled_text": "mrtr_worker.tool_api.inputs",
+    "roots": "mrtr_worker.tool_api.inputs",
+    "sampling": "mrtr_worker.tool_api.inputs",
+    "url_elicitation": "mrtr_worker.tool_api.inputs",
     "PackEnv": "mrtr_worker.packs",
     "ENTRY_POINT_GROUP": "mrtr_worker.packs.registry",
     "PackError": "mrtr_worker.packs.registry",
     "ToolPack": "mrtr_worker.packs.registry",
-    "Round": "mrtr_worker.rounds",
+    "Round": "mrtr_worker.tool_api.rounds",
     "Job": "mrtr_worker.tasks.jobs",
     "compute_job": "mrtr_worker.tasks.jobs",
     "TaskOffer": "mrtr_worker.tasks.offer",

@@ -6,29 +6,29 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.inbound import X_MCP_HEADER_KEY
 from opentelemetry import trace
 
-from mrtr_worker.answer_limits import LimitAnswers
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.lifecycle import Lifecycle
+from mrtr_worker.mcp_middleware.answer_limits import LimitAnswers
+from mrtr_worker.mcp_middleware.observe import ObserveRequests
+from mrtr_worker.mcp_middleware.prompt_guard import PromptGuard
 from mrtr_worker.metrics import WorkerMetrics
-from mrtr_worker.observe import ObserveRequests
 from mrtr_worker.packs import PackEnv
 from mrtr_worker.packs.registry import installed_jobs, register_packs
-from mrtr_worker.prompt_guard import PromptGuard
-from mrtr_worker.quiet_calls import QuietTools
-from mrtr_worker.replay_guard import ReplayGuard, SingleUseTools, SpentStates
-from mrtr_worker.rounds import WorkerInstance
-from mrtr_worker.state_codec import FleetStateCodec
+from mrtr_worker.sdk import internals as sdk
+from mrtr_worker.sealing.codec import FleetStateCodec
+from mrtr_worker.sealing.replay_guard import ReplayGuard, SingleUseTools, SpentStates
 from mrtr_worker.tasks.extension import TasksExtension
 from mrtr_worker.tasks.offer import TaskTools
 from mrtr_worker.tasks.push import TaskPush
 from mrtr_worker.tasks.service import TaskService
+from mrtr_worker.tool_api.quiet import QuietTools
+from mrtr_worker.tool_api.rounds import WorkerInstance
 from mrtr_worker.vault.tool import VaultDesk
 
 SERVER_NAME = "mrtr-worker"
@@ -101,12 +101,12 @@ def build_mcp_server(
         log_level=settings.log_level.upper(),  # type: ignore[arg-type]  # validated by logging below
         extensions=[TasksExtension(tasks, task_tools)] if tasks is not None else None,
     )
-    # Index 0 is the SDK's OpenTelemetry middleware, index 1 its requestState boundary:
-    # observing between them sees sealed tokens and the boundary's rejections.
-    server.middleware.insert(1, ObserveRequests(metrics, lifecycle))
-    # Cheap bounds on the client's answers and state, checked before the state is opened or the answers parsed.
+    # Just outside the SDK's requestState boundary (and inside its OpenTelemetry middleware): observing
+    # there sees sealed tokens and the boundary's rejections; then cheap bounds on the client's answers
+    # and state, checked before the state is opened or the answers parsed.
     limits = LimitAnswers(settings.max_input_responses, settings.max_answer_bytes, settings.state_max_bytes)
-    server.middleware.insert(2, limits)
+    boundary = sdk.boundary_index(server)
+    server.middleware[boundary:boundary] = [ObserveRequests(metrics, lifecycle), limits]
     # Innermost, after the requestState boundary: a bad prompt name or arguments is -32602, not -32603.
     server.middleware.append(PromptGuard(server))
     if push is not None:
@@ -131,8 +131,8 @@ def build_mcp_server(
         installed_jobs()  # every installed pack's task jobs, loaded now: a broken pack stops the start, not a slice
     if not tracing_configured():
         # The SDK's span middleware would make a no-op span per request (5% of a hop's worker CPU).
-        server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
-    lowlevel = server._lowlevel_server
+        server.middleware[:] = [m for m in server.middleware if not isinstance(m, sdk.OpenTelemetryMiddleware)]
+    lowlevel = sdk.lowlevel_server(server)
     if lowlevel.get_tool_input_schema is not None:
         lowlevel.get_tool_input_schema = headerless_schemas_skipped(lowlevel.get_tool_input_schema)
     return server

@@ -9,7 +9,7 @@ import pytest
 
 from mrtr_dev_issuer import DevIssuer
 from mrtr_ops.k8s.render import KUSTOMIZATIONS, Manifest, kubectl, render
-from mrtr_worker.keyring import new_ring
+from mrtr_worker.sealing.keyring import new_ring
 from tests.support.paths import MANIFESTS
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from mrtr_ops.k8s.render import Manifest
 from mrtr_worker.config import WorkerSettings
-from mrtr_worker.keyring import new_ring
 from mrtr_worker.redis_link import RedisTarget, WaitPolicy, parse_sentinels
+from mrtr_worker.sealing.keyring import new_ring
 from tests.ops.k8s.objects import container, container_port, env, find, pod_labels, selects
 
 NAMESPACE = "mrtr"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the step pool's processes import this module: they need no wire types
-    from mrtr_worker.inputs import InputRequestWire
+    from mrtr_worker.tool_api.inputs import InputRequestWire
 
 State = dict[str, Any]
 

@@ -23,8 +23,6 @@ from typing import Any
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
 from mrtr_protocol.rounds import EndOfRound
-from mrtr_worker import inputs
-from mrtr_worker.capabilities import Need, allows, require
 from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.queueing import wait_for_slot
@@ -33,7 +31,9 @@ from mrtr_worker.compute.standing import Judgement, Standing, from_peer, last_in
 from mrtr_worker.compute.step_pool import StepPool
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
-from mrtr_worker.rounds import Round
+from mrtr_worker.tool_api import inputs
+from mrtr_worker.tool_api.capabilities import Need, allows, require
+from mrtr_worker.tool_api.rounds import Round
 
 COMPUTE_META_KEY = "mrtr-cluster.dev/compute"
 """Vendor `_meta` key on a computation's complete result: steps in all, hops, instances visited."""

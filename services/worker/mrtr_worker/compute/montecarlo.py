@@ -80,7 +80,7 @@ def _refined(state: State, content: dict[str, Any] | None) -> State:
 def question(state: State) -> Question | None:
     if not state["ask"] or state["asked"] or state["drawn"] < state["target"]:
         return None
-    from mrtr_worker import inputs  # here, not at the top: the step pool imports this module for `step`
+    from mrtr_worker.tool_api import inputs  # here, not at the top: the step pool imports this module for `step`
 
     so_far = 4 * state["inside"] / state["drawn"]
     request = inputs.form(

@@ -63,7 +63,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mrtr_protocol.rounds import EndOfRound
-from mrtr_worker.state_layout import Pace
+from mrtr_worker.sealing.layout import Pace
 
 PACE_WEIGHT = 0.5
 """Weight of the newest slice in a request's step rate: two or three instances make the reference."""

@@ -34,7 +34,7 @@ from enum import Enum
 from statistics import median
 from typing import Any
 
-from mrtr_worker.state_layout import Pace
+from mrtr_worker.sealing.layout import Pace
 
 OWN_WEIGHT = 0.5
 """Weight of the newest slice in the own rate: a couple of slices decide, one noisy slice does not."""

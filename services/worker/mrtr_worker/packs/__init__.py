@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 
-from mrtr_worker.quiet_calls import QuietTools
-from mrtr_worker.replay_guard import SingleUseTools
-from mrtr_worker.rounds import WorkerInstance
+from mrtr_worker.sealing.replay_guard import SingleUseTools
 from mrtr_worker.tasks.offer import TaskTools
+from mrtr_worker.tool_api.quiet import QuietTools
+from mrtr_worker.tool_api.rounds import WorkerInstance
 
 if TYPE_CHECKING:
     from mrtr_worker.compute.engine import Engine
@@ -29,9 +29,9 @@ class PackEnv:
     vault: VaultDesk | None = None
     """The vault flows in Redis and the fleet's public URL (`connect_vault`); None without Redis."""
     single_use: SingleUseTools = field(default_factory=SingleUseTools)
-    """Where a pack declares the tools whose states are accepted at most once (`mrtr_worker.replay_guard`)."""
+    """Where a pack declares the tools whose states are accepted at most once (`mrtr_worker.sealing.replay_guard`)."""
     quiet: QuietTools = field(default_factory=QuietTools)
-    """Where a pack declares the tools that never notify and return at once (`mrtr_worker.quiet_calls`)."""
+    """Where a pack declares the tools that never notify and return at once (`mrtr_worker.tool_api.quiet`)."""
 
 
 Register = Callable[[MCPServer, PackEnv], None]

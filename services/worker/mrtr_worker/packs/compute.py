@@ -24,8 +24,8 @@ from mrtr_worker.compute.hashchain import HASH_CHAIN
 from mrtr_worker.compute.montecarlo import ESTIMATE_PI
 from mrtr_worker.compute.primes import COUNT_PRIMES, MAX_LIMIT
 from mrtr_worker.packs import PackEnv
-from mrtr_worker.rounds import Round
 from mrtr_worker.tasks.offer import TaskSupport, offer
+from mrtr_worker.tool_api.rounds import Round
 
 Limit = Annotated[int, Field(ge=0, le=MAX_LIMIT, description="count primes p with p <= limit")]
 Segment = Annotated[int | None, Field(ge=1_000, le=50_000_000, description="numbers sieved per step")]

@@ -53,12 +53,12 @@ from mcp_types import (
 )
 from pydantic import Field
 
-from mrtr_worker import inputs
-from mrtr_worker.capabilities import Need, allows, require
 from mrtr_worker.packs import PackEnv
-from mrtr_worker.rounds import Round
 from mrtr_worker.tasks.fixture_jobs import slow_compute_text
 from mrtr_worker.tasks.offer import TaskSupport, offer
+from mrtr_worker.tool_api import inputs
+from mrtr_worker.tool_api.capabilities import Need, allows, require
+from mrtr_worker.tool_api.rounds import Round
 
 PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 """A 1x1 red pixel."""

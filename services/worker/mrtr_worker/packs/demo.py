@@ -23,11 +23,11 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
-from mrtr_worker import inputs
-from mrtr_worker.capabilities import Need, require
 from mrtr_worker.packs import PackEnv
-from mrtr_worker.rounds import Round
 from mrtr_worker.tasks.offer import TaskSupport, offer
+from mrtr_worker.tool_api import inputs
+from mrtr_worker.tool_api.capabilities import Need, require
+from mrtr_worker.tool_api.rounds import Round
 from mrtr_worker.vault.tool import vault_round
 
 LOGINS_BY_VERSION: dict[int, tuple[str, ...]] = {

@@ -170,6 +170,11 @@ def installed_jobs() -> dict[str, Job]:
     return jobs
 
 
+def job_named(name: str) -> Job | None:
+    """The job called `name`: a built-in one, or one of an installed pack's; None if this worker has none."""
+    return JOBS.get(name) or installed_jobs().get(name)
+
+
 def _origin(point: EntryPoint) -> str:
     dist = point.dist
     where = f"{dist.name} {dist.version}" if dist is not None else "an unknown distribution"

@@ -3,12 +3,14 @@
 A task created on one instance may be resumed on any other, so the runner
 resolves jobs from this fixed table rather than from the packs configured on
 the instance that happens to take the slice. Packs installed as packages add
-their jobs beside it (`ToolPack.jobs`, `mrtr_worker.packs.registry`): every
+their jobs beside it (`ToolPack.jobs`, `mrtr_worker.packs.registry.job_named` looks in both): every
 worker they are installed on knows them, served or not, and an instance without
 the package leaves such a task's slices to one that has it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from mrtr_worker.compute.hashchain import HASH_CHAIN
 from mrtr_worker.compute.montecarlo import ESTIMATE_PI
@@ -35,8 +37,6 @@ JOBS: dict[str, Job] = {
 }
 
 
-def job_named(name: str) -> Job | None:
-    """The job called `name`: a built-in one, or one of an installed pack's; None if this worker has none."""
-    from mrtr_worker.packs.registry import installed_jobs  # here: the registry imports this module
-
-    return JOBS.get(name) or installed_jobs().get(name)
+JobLookup = Callable[[str], Job | None]
+"""How the task service and runner find a job by name: `mrtr_worker.packs.registry.job_named` in a worker
+(these jobs, then installed packs' ones); the packs sit above the tasks, so they hand the lookup down."""

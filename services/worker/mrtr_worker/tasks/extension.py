@@ -48,6 +48,11 @@ class TasksExtension(Extension):
         self._service = service
         self._tools = tools
 
+    @property
+    def task_tools(self) -> TaskTools:
+        """Which tools may become tasks, and how (the resume fast path serves no task-only tool)."""
+        return self._tools
+
     def methods(self) -> Sequence[MethodBinding]:
         return (
             MethodBinding(TASKS_GET, TaskIdParams, self._get),

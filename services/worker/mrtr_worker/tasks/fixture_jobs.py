@@ -13,11 +13,11 @@ from typing import Any
 
 from mcp_types import INTERNAL_ERROR
 
-from mrtr_worker import inputs
 from mrtr_worker.compute.computation import State
 from mrtr_worker.compute.primes import COUNT_PRIMES
-from mrtr_worker.inputs import InputRequestWire
 from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure, form_answer, text_result
+from mrtr_worker.tool_api import inputs
+from mrtr_worker.tool_api.inputs import InputRequestWire
 
 WAIT_STEP_MS = 100
 """One step of a waiting job: how soon it notices a cancel or a drain."""

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import jsonschema
 
 from mrtr_worker.compute.computation import Computation, State
-from mrtr_worker.inputs import InputRequestWire
+from mrtr_worker.tool_api.inputs import InputRequestWire
 
 
 class StepPool(Protocol):

@@ -7,7 +7,7 @@ extension's graph (`working` <-> `input_required`, then one terminal status
 for good); a move off that graph is a bug and raises.
 
 Stored layout (`fmt`): format 1 is the only one so far. Like `requestState`
-(`mrtr_worker.state_layout`), a worker reads the formats its version knows,
+(`mrtr_worker.sealing.layout`), a worker reads the formats its version knows,
 writes the one chosen, and carries top-level fields it does not know forward
 untouched, so a later version can add fields during a rolling upgrade
 (expand) before any version relies on them (contract). `pace` and `moves`
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mrtr_protocol.rounds import COMPLETE
-from mrtr_worker.state_layout import Pace
+from mrtr_worker.sealing.layout import Pace
 from mrtr_worker.tasks.wire import TASK_RESULT_TYPE, TERMINAL, Status, iso
 
 RECORD_FORMAT = 1

@@ -64,9 +64,8 @@ from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSetting
 from mrtr_worker.compute.slots import Slots
 from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
-from mrtr_worker.rounds import WorkerInstance
-from mrtr_worker.state_layout import Pace
-from mrtr_worker.tasks.catalog import job_named
+from mrtr_worker.sealing.layout import Pace
+from mrtr_worker.tasks.catalog import JobLookup
 from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
 from mrtr_worker.tasks.leases import Check, Lease, SliceLeases
 from mrtr_worker.tasks.presence import Dead, Presence, new_incarnation
@@ -74,6 +73,7 @@ from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.store import GROUP, Slice, Stored, TaskStore, now_ms
 from mrtr_worker.tasks.straggling import Standing, judge_slice, pull_wait_ms
 from mrtr_worker.tasks.wire import Status
+from mrtr_worker.tool_api.rounds import WorkerInstance
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +113,7 @@ class TaskRunner:
         slice_ms: int,
         lease_ms: int,
         poll_ms: int,
+        jobs: JobLookup,
         policy: SheddingPolicy | None = None,
         slots: Slots | None = None,
         incarnation: str | None = None,
@@ -129,6 +130,7 @@ class TaskRunner:
         as alive; `max_run_ms`: the run-time limit of a task (0: none); `history_max`: entries kept in the
         history stream of begins and commits (0: none written)."""
         self._store = store
+        self._jobs = jobs
         self._leases = SliceLeases(store, group=GROUP, history_max=history_max)
         self._presence = Presence(
             store,
@@ -442,7 +444,7 @@ class TaskRunner:
             self._metrics.task_slices.labels(outcome=begun.value).inc()
             return
         lease, stored = begun
-        job = job_named(stored.record.job)
+        job = self._jobs(stored.record.job)
         if job is None:
             # A job a newer version added: expand/contract says every version learns it before any creates it,
             # so meeting one is a fleet mid-upgrade: leave the slice to an instance that knows it.

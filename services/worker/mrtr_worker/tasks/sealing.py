@@ -20,8 +20,8 @@ from typing import Any
 
 from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestState
 
-from mrtr_worker.keyring import KeyRing
-from mrtr_worker.state_codec import FleetStateCodec
+from mrtr_worker.sealing.codec import FleetStateCodec
+from mrtr_worker.sealing.keyring import KeyRing
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 
 _SEALED_PREFIX = "v1."

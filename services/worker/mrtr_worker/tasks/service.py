@@ -18,14 +18,14 @@ from typing import Any
 from mcp.server.context import ServerRequestContext
 from redis.exceptions import RedisError
 
-from mrtr_worker.capabilities import Need, allows
 from mrtr_worker.redis_link import NotReplicated
 from mrtr_worker.tasks import errors
-from mrtr_worker.tasks.catalog import job_named
+from mrtr_worker.tasks.catalog import JobLookup
 from mrtr_worker.tasks.principal import principal_of
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.store import CapReached, TaskStore, now_ms
 from mrtr_worker.tasks.wire import Status
+from mrtr_worker.tool_api.capabilities import Need, allows
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +42,9 @@ class _UnknownJob(Exception):
 
 
 class TaskService:
-    def __init__(self, store: TaskStore, *, ttl_ms: int, poll_ms: int, max_live: int) -> None:
+    def __init__(self, store: TaskStore, *, ttl_ms: int, poll_ms: int, max_live: int, jobs: JobLookup) -> None:
         self.store = store
+        self._jobs = jobs
         self._ttl_ms, self._poll_ms, self._max_live = ttl_ms, poll_ms, max_live
 
     @asynccontextmanager
@@ -62,7 +63,7 @@ class TaskService:
 
     async def create(self, ctx: ServerRequestContext[Any, Any], job: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Store a new working task and return its `CreateTaskResult` (only once Redis has it)."""
-        known = job_named(job)
+        known = self._jobs(job)
         if known is None:
             raise errors.unknown_job(job)
         now = now_ms()
@@ -121,7 +122,7 @@ class TaskService:
                 raise _NotYours
             if record.status is not Status.INPUT_REQUIRED:
                 return None
-            job = job_named(record.job)
+            job = self._jobs(record.job)
             if job is None:
                 raise _UnknownJob(record.job)
             state, outstanding = record.state, dict(record.input_requests)

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from mcp.server.auth.provider import TokenVerifier
 
-from mrtr_worker.auth import missing_scopes
+from mrtr_worker.edge.auth import missing_scopes
 from mrtr_worker.vault import pages
 from mrtr_worker.vault.flows import FLOW_ID, Completion, StoreError, VaultFlows
 from mrtr_worker.vault.session import COOKIE, Session, SessionCodec

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from mcp.server.request_state import InvalidRequestState
 
-from mrtr_worker.state_codec import FleetStateCodec
+from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.vault.users import User
 
 COOKIE = "mrtr_vault_session"

@@ -16,8 +16,8 @@ from typing import Any
 
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
-from mrtr_worker import inputs
-from mrtr_worker.rounds import Round
+from mrtr_worker.tool_api import inputs
+from mrtr_worker.tool_api.rounds import Round
 from mrtr_worker.vault.flows import StoreError, VaultFlows
 from mrtr_worker.vault.users import User, current_caller
 

@@ -1,0 +1,387 @@
+"""The resume fast path: a computation's retry served without the SDK's generic dispatch.
+
+Under shedding most of a worker's traffic is one shape: a `tools/call` of a silent
+computation tool that carries the `requestState` of its previous round and nothing
+else to answer. The SDK serves it through its generic kernel (a Starlette request,
+a per-request connection, session and context, pydantic models of every envelope,
+a middleware chain around a dispatch table), close to half of the worker's CPU per
+hop. This module serves that one shape by calling the same checks directly:
+
+* the transport's: content type, Host and Origin (DNS rebinding), Accept, the
+  duplicated routing headers, the modern ladder (`classify_inbound_request`:
+  protocol version and the `Mcp-Method`/`Mcp-Name` headers against the body),
+  the `Mcp-Param` header check, and the per-version surface validation of the params;
+* the requestState boundary's: the fleet codec (size, MAC, key), then the envelope
+  claims exactly as `RequestStateBoundary` checks them (version, issue time, expiry,
+  method, tool, argument digest, audience, principal, the caller from `auth.py`);
+* the tool's own argument validation (its SDK `fn_metadata`).
+
+Only when every one of them passes does it commit: it counts the opened key and
+runs the worker's own middleware chain (`ObserveRequests`, `LimitAnswers`,
+`ReplayGuard`, ...) with the boundary's unseal already done and its seal applied
+on the way out, around the tool itself (so `engine.run` as the pack calls it), and
+shapes and writes the answer with the SDK's own serializer and writer: the same
+bytes, the same metrics.
+
+The safety rule: it handles only the happy path. Anything it does not fully
+recognise before committing (unparsable JSON, an odd envelope, a header mismatch,
+`inputResponses`, a state that does not open or is expired or foreign, arguments
+that fail validation, a tool it does not serve) hands the untouched request (the
+same body messages, replayed) to the SDK's path, which answers exactly as before.
+Nothing before the commit has a side effect (no metric, no log line, no spent state),
+so every error answer is the SDK's own, byte for byte. It is off when tracing is
+configured (the SDK's span middleware would be skipped) and for any middleware or
+extension it does not know.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools.base import Tool
+from mcp.server.request_state import InvalidRequestState, RequestStateBoundary
+from mcp.server.runner import ServerRunner
+from mcp.server.streamable_http import check_accept_headers
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import InboundModernRoute, classify_inbound_request, find_duplicated_routing_header
+from mcp_types import CallToolResult, ClientCapabilities, JSONRPCRequest, TextContent
+from mcp_types import methods as wire_methods
+from prometheus_client import CollectorRegistry, Counter
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
+
+from mrtr_worker.mcp_middleware.answer_limits import LimitAnswers
+from mrtr_worker.mcp_middleware.observe import ObserveRequests
+from mrtr_worker.mcp_middleware.prompt_guard import PromptGuard
+from mrtr_worker.sdk import internals as sdk
+from mrtr_worker.sealing.codec import FleetStateCodec
+from mrtr_worker.sealing.replay_guard import ReplayGuard
+from mrtr_worker.tasks.extension import TasksExtension
+from mrtr_worker.tasks.offer import TaskSupport
+from mrtr_worker.tasks.push import TaskPush
+from mrtr_worker.tool_api.rounds import RoundContext
+
+logger = logging.getLogger(__name__)
+_tool_logger = logging.getLogger("mcp.server.mcpserver.server")  # where the SDK logs a tool's failures
+
+METHOD = "tools/call"
+_PARAM_KEYS = frozenset({"_meta", "name", "arguments", "requestState"})
+_STATE_KEY = b'"requestState"'
+_ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+_KNOWN_MIDDLEWARE = (ObserveRequests, LimitAnswers, RequestStateBoundary, PromptGuard, TaskPush, ReplayGuard)
+"""Middleware whose behaviour on a resumed tools/call is known to need nothing but `method` and `params`."""
+
+Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A request that passed every check: what the commit needs."""
+
+    request_id: int | str
+    version: str
+    capabilities: ClientCapabilities
+    params: dict[str, Any]
+    tool: Tool
+    key: str
+    plaintext: str
+    binding: tuple[str, str, str | None]
+
+
+class FastResume:
+    """Serve a silent computation tool's resumed round directly; fall back to the SDK's path otherwise."""
+
+    def __init__(
+        self,
+        mcp: MCPServer,
+        manager: StreamableHTTPSessionManager,
+        codec: FleetStateCodec,
+        boundary: RequestStateBoundary,
+        tools: frozenset[str],
+        *,
+        max_body_bytes: int,
+        registry: CollectorRegistry,
+    ) -> None:
+        self._mcp = mcp
+        self._lowlevel = sdk.lowlevel_server(mcp)
+        self._manager = manager
+        self._codec = codec
+        self._boundary = boundary
+        self._security = sdk.boundary_security(boundary)
+        self._audience = sdk.boundary_audience(boundary)
+        self.tools = tools
+        self._max_body_bytes = max_body_bytes
+        counter = Counter(
+            "mrtr_worker_fast_resumes",
+            "Silent tools' calls offered to the resume fast path, by outcome: served there, or passed to the SDK's "
+            "path (first rounds, and anything unusual)",
+            ["outcome"],
+            registry=registry,
+        )
+        self._served = counter.labels(outcome="served")
+        self._fell_back = counter.labels(outcome="fallback")
+        self.served = 0
+        """Rounds served here (the metric's value, readable without the registry)."""
+        self.fallbacks = 0
+        """Calls passed to the SDK's path untouched."""
+
+    @classmethod
+    def build(
+        cls,
+        mcp: MCPServer,
+        manager: StreamableHTTPSessionManager,
+        codec: FleetStateCodec,
+        silent: set[bytes],
+        *,
+        max_body_bytes: int,
+        registry: CollectorRegistry,
+    ) -> FastResume | None:
+        """The fast path for this server's silent tools, or None when anything in its chain is not known here."""
+        boundaries = [m for m in mcp.middleware if isinstance(m, RequestStateBoundary)]
+        if len(boundaries) != 1 or not all(isinstance(m, _KNOWN_MIDDLEWARE) for m in mcp.middleware):
+            return None  # e.g. the SDK's OpenTelemetry middleware (tracing configured): its spans must not be skipped
+        if sdk.boundary_security(boundaries[0]).codec is not codec:
+            return None
+        if any(not isinstance(e, TasksExtension) for e in sdk.extensions(mcp)):
+            return None
+        tools = frozenset(name.decode() for name in silent if _servable(mcp, name.decode()))
+        return cls(mcp, manager, codec, boundaries[0], tools, max_body_bytes=max_body_bytes, registry=registry)
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, fallback: Handler) -> None:
+        """Read the body; serve it here if it is a plain resume, else replay it untouched into `fallback`."""
+        messages: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if not message.get("more_body", False) or size > self._max_body_bytes:
+                break
+        plan = None
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            plan = self._plan(scope, b"".join(m.get("body", b"") for m in messages))
+        if plan is None:
+            self.fallbacks += 1
+            self._fell_back.inc()
+            await fallback(scope, _replay(messages, receive), send)
+            return
+        self.served += 1
+        self._served.inc()
+        await self._commit(plan, scope, receive, send)
+
+    def _plan(self, scope: Scope, body: bytes) -> _Plan | None:
+        """Every check the SDK's path makes before the tool runs, silently; None at the first doubt."""
+        try:
+            return self._checked(scope, body)
+        except Exception:
+            return None  # whatever it is, the SDK's path answers it
+
+    def _checked(self, scope: Scope, body: bytes) -> _Plan | None:
+        if _STATE_KEY not in body:
+            return None  # a first round (most of the rest): not worth parsing twice
+        raw = [(key.decode("latin-1"), value.decode("latin-1")) for key, value in scope["headers"]]
+        headers: dict[str, str] = {}
+        for key, value in raw:
+            headers.setdefault(key, value)  # the first of a repeated header, as Starlette's `Headers` reads it
+        if not self._transport_allows(headers):
+            return None
+        if not check_accept_headers(cast(Request, _HeadersOnly(headers)))[0]:
+            return None
+        decoded = json.loads(body)
+        if not isinstance(decoded, dict) or decoded.keys() != _ENVELOPE_KEYS or decoded["method"] != METHOD:
+            return None
+        request = JSONRPCRequest.model_validate(decoded)
+        params = decoded["params"]
+        if not isinstance(params, dict) or not params.keys() <= _PARAM_KEYS:
+            return None  # inputResponses, a task request, anything else: the SDK's path
+        name, token = params.get("name"), params.get("requestState")
+        if not isinstance(name, str) or name not in self.tools or not isinstance(token, str):
+            return None
+        if find_duplicated_routing_header(raw) is not None:
+            return None
+        verdict = classify_inbound_request(decoded, headers=headers)
+        if not isinstance(verdict, InboundModernRoute):
+            return None
+        caps = verdict.client_capabilities
+        if not isinstance(caps, dict) or "extensions" in caps:
+            return None  # a declared extension (tasks) may change the call: the SDK's path
+        capabilities = sdk.typed(ClientCapabilities, caps)
+        if capabilities is None:
+            return None
+        version = verdict.protocol_version
+        wire_methods.validate_client_request(METHOD, version, params)
+        if self._lowlevel.get_tool_input_schema is None or self._lowlevel.get_tool_input_schema(name) is not None:
+            return None  # `Mcp-Param` headers to check against the schema: the SDK's path does it
+        tool = sdk.registered_tool(self._mcp, name)
+        if tool is None:
+            return None
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            return None
+        tool.fn_metadata.validate_arguments(arguments or {})
+        opened = self._open(token, params)
+        if opened is None:
+            return None
+        key, plaintext, binding = opened
+        return _Plan(request.id, version, capabilities, params, tool, key, plaintext, binding)
+
+    def _transport_allows(self, headers: Mapping[str, str]) -> bool:
+        """`TransportSecurityMiddleware.validate_request` for a POST, without its log lines (the fallback logs)."""
+        content_type = headers.get("content-type")
+        if content_type is None or not content_type.lower().startswith("application/json"):
+            return False
+        settings = self._manager.security_settings
+        if settings is None or not settings.enable_dns_rebinding_protection:
+            return True
+        host = headers.get("host")
+        if not host or not _allowed(host, settings.allowed_hosts):
+            return False
+        origin = headers.get("origin")
+        return not origin or _allowed(origin, settings.allowed_origins)
+
+    def _open(self, token: str, params: Mapping[str, Any]) -> tuple[str, str, tuple[str, str, str | None]] | None:
+        """`RequestStateBoundary._unseal`, with None where it would reject (and log, and count)."""
+        try:
+            key, payload = self._codec.open(token)
+        except InvalidRequestState:
+            return None
+        claims = json.loads(payload)
+        version, iat, exp, inner = claims["v"], claims["iat"], claims["exp"], claims["s"]
+        if version != sdk.ENVELOPE_VERSION or not isinstance(inner, str):
+            return None
+        now = time.time()
+        if not isinstance(iat, int | float) or not (iat <= now + sdk.FUTURE_SKEW):
+            return None
+        if not isinstance(exp, int | float) or not (now < exp):
+            return None
+        target, args_digest = sdk.request_identity(METHOD, params)
+        if claims.get("m") != METHOD or claims.get("t") != target or claims.get("a") != args_digest:
+            return None
+        if claims.get("aud") != self._audience:
+            return None
+        bind = self._security.bind_principal
+        principal = None if bind is None else bind(cast(ServerRequestContext[Any, Any], None))
+        if principal is not None and not isinstance(principal, str):
+            return None
+        claim = claims.get("p")
+        if (claim is None) != (principal is None):
+            return None
+        if claim is None or principal is None:
+            return key, inner, (target, args_digest, principal)  # both absent: an anonymous state, anonymously
+        if not isinstance(claim, str) or not sdk.principal_matches(claim, principal):
+            return None
+        return key, inner, (target, args_digest, principal)
+
+    async def _commit(self, plan: _Plan, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the worker's middleware and the tool, then write the answer as the SDK's path would."""
+        self._codec.opened(plan.key)
+        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+            session=cast(Any, None),  # none of the known middleware reads it
+            lifespan_context=sdk.lifespan_state(self._manager),
+            protocol_version=plan.version,
+            method=METHOD,
+            params=plan.params,
+            request_id=plan.request_id,
+        )
+        msg = await sdk.to_jsonrpc_response(plan.request_id, self._respond(plan, ctx))
+        await sdk.write_response(msg, scope, receive, send)
+
+    async def _respond(self, plan: _Plan, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        runner: ServerRunner[Any] = ServerRunner(self._lowlevel, cast(Any, None), ctx.lifespan_context)
+
+        async def kernel(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+            params = ctx.params or {}
+            round_ctx = RoundContext(plan.capabilities, None, plan.version, params.get("requestState"))
+            result = await _call_tool(plan.tool, dict(params.get("arguments") or {}), round_ctx)
+            return sdk.serialize_result(runner, METHOD, plan.version, result)
+
+        call: CallNext = kernel
+        for middleware in reversed(self._mcp.middleware):
+            call = _unsealed(self._boundary, plan, call) if middleware is self._boundary else _bound(middleware, call)
+        return sdk.dump_result(await call(ctx))
+
+
+async def _call_tool(tool: Tool, arguments: dict[str, Any], ctx: RoundContext) -> Any:
+    """`MCPServer._handle_call_tool` around `Tool.run`: a failure is an error result, an `MCPError` an error."""
+    try:
+        return await tool.run(arguments, cast(Context[Any, Any], ctx), convert_result=True)
+    except MCPError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, ToolError) and not isinstance(exc, UnexpectedToolError):
+            if isinstance(exc.__cause__, ValidationError):
+                fields = sorted({".".join(str(part) for part in err["loc"]) for err in exc.__cause__.errors()})
+                _tool_logger.info("Tool %r rejected arguments: %r", tool.name, fields)
+            else:
+                _tool_logger.info("Tool %r failed: %r", tool.name, str(exc))
+        else:
+            _tool_logger.exception("Tool %r raised an unexpected exception", tool.name)
+        return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+
+def _unsealed(boundary: RequestStateBoundary, plan: _Plan, call_next: CallNext) -> CallNext:
+    """The boundary's place in the chain with its unseal already done: plaintext in, sealed state out."""
+
+    async def call(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        inner = replace(ctx, params={**(ctx.params or {}), "requestState": plan.plaintext})
+        result = await call_next(inner)
+        return sdk.seal_result(boundary, inner, result, plan.binding)
+
+    return call
+
+
+def _bound(middleware: Any, call_next: CallNext) -> CallNext:
+    async def call(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        result: HandlerResult = await middleware(ctx, call_next)
+        return result
+
+    return call
+
+
+def _servable(mcp: MCPServer, name: str) -> bool:
+    """A plain tool: async, no resolvers, and not task-only (whose call the tasks extension refuses undeclared)."""
+    tool = sdk.registered_tool(mcp, name)
+    if tool is None or tool.resolved_params or tool.context_kwarg is None:
+        return False
+    for extension in sdk.extensions(mcp):
+        if isinstance(extension, TasksExtension) and extension.task_tools.support(name) is TaskSupport.REQUIRED:
+            return False
+    return True
+
+
+def _allowed(value: str, allowed: list[str]) -> bool:
+    """The SDK's Host/Origin match: exact, or `base:*` for any port."""
+    if value in allowed:
+        return True
+    return any(a.endswith(":*") and value.startswith(a[:-2] + ":") for a in allowed)
+
+
+@dataclass(frozen=True)
+class _HeadersOnly:
+    """What `check_accept_headers` reads of a request."""
+
+    headers: Mapping[str, str]
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A receive that gives the messages already read, in order, then the real receive's."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed
