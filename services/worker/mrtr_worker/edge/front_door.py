@@ -1,13 +1,12 @@
 """The worker's outermost ASGI app: `/mcp` goes straight to the MCP stack, everything else to FastAPI.
 
-Every MCP call used to cross FastAPI's whole stack first (its error and
-exception middleware, telemetry, body limit, an exit stack, and a match
-against every host route before the catch-all mount), then the SDK's own
-Starlette wrapper, before reaching the SDK's handler: a third of the worker's
-CPU on a trivial call went there. The MCP path needs none of it: it has its
-own body limit (the SDK's), its own errors (JSON-RPC) and one route. Host
-routes (`/healthz`, `/readyz`, `/metrics`, `/admin/*`, the vault pages) and
-any other path still go through FastAPI exactly as before.
+Crossing FastAPI's whole stack (its error and exception middleware,
+telemetry, body limit, an exit stack, and a match against every host route
+before the catch-all mount), then the SDK's own Starlette wrapper, costs a
+third of the worker's CPU on a trivial call, and the MCP path needs none of
+it: it has its own body limit (the SDK's), its own errors (JSON-RPC) and one
+route. Host routes (`/healthz`, `/readyz`, `/metrics`, `/admin/*`, the vault
+pages) and any other path go through FastAPI.
 """
 
 from __future__ import annotations

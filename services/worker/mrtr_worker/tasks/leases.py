@@ -4,14 +4,14 @@ The slice queue hands a slice (a stream message) to one worker, but a
 message can change hands while its worker still runs: the lease ran out
 (XAUTOCLAIM), or the worker was judged dead (`tasks.presence`) while it was
 only frozen or cut off. Such a *zombie* wakes up with the checkpoint it
-started from, and before fencing two things let it through:
+started from, and two things would let it through:
 
-* the commit compared only the record's revision, and a slice taken over
-  but not yet committed by its new holder leaves the revision unchanged, so
-  a zombie that reached the end of its slice first committed over it;
-* its lease renewal (XCLAIM with min-idle 0) took the message back from the
-  new holder, and its steps were counted (`mrtr_worker_compute_steps_total`)
-  as they ran, whether or not they were ever committed.
+* a commit that compares only the record's revision: a slice taken over but
+  not yet committed by its new holder leaves the revision unchanged, so a
+  zombie reaching the end of its slice first would commit over it;
+* a lease renewal (XCLAIM with min-idle 0) would take the message back from
+  the new holder, and steps counted as they run
+  (`mrtr_worker_compute_steps_total`) would count work never committed.
 
 So every slice starts with `begin`: one script that checks this worker still
 holds the message and bumps the task's fencing token (`lease` in the task's
@@ -20,8 +20,10 @@ that go on only if the token is still the one this worker got *and* the
 message is still pending for this worker; anything else is `fenced`, and the
 worker drops the slice without acknowledging it (it is someone else's now).
 A commit is atomic with the checkpoint, the acknowledgement and the next
-slice's message, as before, and a worker counts a slice's steps only once
-its commit landed.
+slice's message, and a worker counts a slice's steps only once
+its commit landed. With the store's wait policy on (Sentinel,
+`MRTR_WORKER_REDIS_WAIT_REPLICAS`), the commit script runs inside the store's
+transaction and waits for the replicas like any acknowledging write.
 
 When `history_max` is above 0, each begin, each commit attempt (landed or
 refused, and why) and each step boundary refused as fenced is also appended to the `history` stream in the same
