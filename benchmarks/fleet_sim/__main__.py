@@ -51,6 +51,11 @@ def options() -> argparse.ArgumentParser:
         action="store_true",
         help=f"the study's cells of the last run ({RESULTS}) instead of simulating them: the calibration again only",
     )
+    p.add_argument(
+        "--extend",
+        action="store_true",
+        help="with --reuse-study: simulate the asked cells the last run lacks (with its model) and show all",
+    )
     p.add_argument("--report-file", type=Path, default=REPORT, help="where the section goes (default the docs)")
     p.add_argument("--picture", type=Path, help=f"the PNG (default {PICTURE}; with --no-report only if given)")
     return p
@@ -71,7 +76,7 @@ def main() -> int:
     previous = _previous() if args.reuse_study else None
     study_model = previous[0] if previous is not None else model
     results, compared, anchors = run_study(
-        model,
+        study_model,
         cal,
         sizes=[int(s) for s in args.sizes.split(",")],
         loads=[float(x) for x in args.loads.split(",")],
@@ -84,7 +89,8 @@ def main() -> int:
         seeds=args.seeds,
         anchors=not args.no_anchors,
         reuse=previous[1] if previous is not None else None,
-        progress=None if previous is not None or args.no_report else RESULTS,
+        extend=args.extend,
+        progress=None if (previous is not None and not args.extend) or args.no_report else RESULTS,
     )
     seconds = time.monotonic() - began
     lines = section(results, compared, anchors, cal, study_model, args.calls, args.seeds, seconds)

@@ -105,6 +105,7 @@ def _straggler(section: str) -> list[Reference]:
                 p99=float(row[4]),
                 duration=STRAGGLER_SECONDS,
                 in_window=True,
+                scraped=False,
             )
         )
     return found

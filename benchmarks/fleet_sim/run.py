@@ -49,10 +49,12 @@ def run_study(
     seeds: int,
     anchors: bool,
     reuse: list[Result] | None = None,
+    extend: bool = False,
     progress: Path | None = None,
 ) -> tuple[list[Result], list[Compared], list[tuple[Anchor, float, int]]]:
-    """`reuse`: the cells of an earlier run, shown again instead of simulated; `progress`: where the cells done so
-    far are pickled with the model after each one (a run cut short can still be written up with `--reuse-study`)."""
+    """`reuse`: the cells of an earlier run, shown again instead of simulated (with `extend`, the asked cells it
+    lacks are simulated beside them); `progress`: where the cells done so far are pickled with the model after
+    each one (a run cut short can still be written up with `--reuse-study`)."""
     biggest = max(sizes)
     cells = [
         Cell(s, n, x, strategy)
@@ -61,8 +63,9 @@ def run_study(
         for x in (largest_loads if largest_loads is not None and n == biggest else loads)
         for strategy in strategies
     ]
-    if reuse is not None:
-        cells = []
+    kept = list(reuse) if reuse is not None else []
+    had = {r.cell for r in kept}
+    cells = [c for c in cells if c not in had] if extend else [] if reuse is not None else cells
     cells.sort(key=lambda c: c.size)  # the small ones first: a run cut short has whole grids to show
     with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(run_cell, model, cell, calls, seed) for cell in cells]
@@ -73,7 +76,7 @@ def run_study(
             results.append(future.result())
             if progress is not None:
                 progress.parent.mkdir(parents=True, exist_ok=True)
-                progress.write_bytes(pickle.dumps((model, results)))
+                progress.write_bytes(pickle.dumps((model, [*kept, *results])))
             f = results[-1].figures
             print(
                 f"{cell.scenario} {cell.size} {cell.load} {cell.strategy.key}: {f.calls} calls, "
@@ -81,7 +84,7 @@ def run_study(
                 flush=True,
             )
         done_anchors = list(found)
-    return (reuse if reuse is not None else results), compared, done_anchors
+    return [*kept, *results], compared, done_anchors
 
 
 def _anchor(anchor: Anchor) -> tuple[Anchor, float, int]:
