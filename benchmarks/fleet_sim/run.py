@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from benchmarks.fleet_sim import tables
+from benchmarks.fleet_sim import notes, tables
 from benchmarks.fleet_sim.anchors import ANCHORS, Anchor, supermarket
 from benchmarks.fleet_sim.calibrate import Calibration
 from benchmarks.fleet_sim.calibration import Compared, compare, table
@@ -119,6 +119,8 @@ def section(
         "### Calibration: the real three-worker figures, real and modelled side by side",
         "",
         *(table(list(compared), cal, seeds) if compared else ["(no reference figures in the calibration file)"]),
+        "",
+        *notes.model_of_the_cluster(cal),
     ]
     if anchors:
         lines += [
@@ -148,6 +150,7 @@ def section(
             "slowest, so read it with the call count beside it. **Steps lost**: steps run for the counted calls "
             "beyond those their answers needed (a hedge's loser, a killed or abandoned round). **Share s**: "
             "seconds until the new instances ran 90 % of their fair share of the steps.",
+            *(["", *cover] if (cover := notes.coverage(results)) else []),
             "",
             "p99.9 call latency in seconds (best of each row in bold):",
             "",
@@ -161,4 +164,4 @@ def section(
             if any(r.cell.scenario == scenario for r in results):
                 lines += ["", f"#### {scenario}: {title}", "", *tables.detail(results, scenario)]
         lines += ["", "![p99.9 by strategy, load and fleet size](fleet-sim.png)"]
-    return lines
+    return [*lines, "", *notes.slices()]
