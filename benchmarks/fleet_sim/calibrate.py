@@ -145,6 +145,9 @@ class Reference:
     in_window: bool = False
     """Calls done count only calls that ended within the window (the straggler benchmark's rule); else every
     call completed, those in flight at the end included (why-shed's)."""
+    warmed_by: float | None = None
+    """Seconds of healthy load the same workers served just before the cell (the straggler benchmark's slow row
+    with shedding on follows its healthy row on one cluster): each worker's standing has learned its pace."""
     scraped: bool = True
     """The run read every worker's step counter every 0.25 s (why-shed's `Steps`, and so `calibrate.py`'s own
     cells); the straggler benchmark does not."""

@@ -43,10 +43,20 @@ def model_of_the_cluster(cal: Calibration) -> list[str]:
             f"reads none. A scrape costs the worker {cal.scrape.worker * 1000:.1f} ms and the benchmark "
             f"{cal.scrape.scraper * 1000:.1f} ms of CPU (`scrape_cost.py`); the replays of why-shed cells pay it."
         )
+    if any(ref.warmed_by for ref in cal.reference):
+        lines.append(
+            "* **The row before.** The straggler benchmark runs its slow row with shedding on right after its "
+            "healthy row, on the same cluster: every worker's standing already knows the healthy pace when the "
+            "throttle starts, and the slow one's first slices are judged at once. The replay runs that healthy "
+            "load first, uncounted (from fresh workers, the calls that met the slow one before it knew ran two "
+            "whole slices there, and the p99 came out 21 % above the real one)."
+        )
     lines.append(
         "* **Not modelled:** the start-up CPU (3.7 s, from a measurement under load; the real quiet upgrades "
         "started each worker in 2.4 to 2.9 s of wall time against about 4 s in the replay), cache effects of "
-        "SIGSTOP/SIGCONT on the throttled worker, and the two real sources' disagreement itself: the same "
+        "SIGSTOP/SIGCONT on the throttled worker, why-shed's stopped share (its table does not print it: the "
+        "replay takes the nominal 75 %, while its throttle thread shares the interpreter with the callers and the "
+        "scrapes, so its SIGCONTs may come late), and the two real sources' disagreement itself: the same "
         "scenario (a) with hand-back gave 1.96 calls/s and a p50 of 3.0 s in the straggler run and about 1.7 "
         "calls/s and 3.4 s in the why-shed run half an hour later, more than the scrapes explain."
     )

@@ -99,14 +99,15 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
     seconds = [c.seconds for c in calls.all if c.ended is not None]
     completed = len(seconds)
     if ref.in_window:  # the straggler benchmark counts the calls done within its window only
-        completed = sum(c.ended is not None and c.ended <= sizes["duration"] for c in calls.all)
+        end = result.get("window_start", 0.0) + sizes["duration"]
+        completed = sum(c.ended is not None and c.ended <= end for c in calls.all)
     return Replayed(
         ref.scenario,
         ref.strategy,
         completed,
         percentile(seconds, 50),
         percentile(seconds, 99),
-        fleet.executed - len(seconds) * steps,
+        fleet.executed - result.get("executed_before", 0) - len(seconds) * steps,
         result.get("upgrade"),
         result.get("leaving"),
         result.get("share"),
@@ -114,10 +115,23 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
 
 
 def _steady(
-    fleet: Fleet, ref: Reference, sizes: dict[str, Any], new_call: Any, calls: Calls, switch: Switch, _: dict[str, Any]
+    fleet: Fleet,
+    ref: Reference,
+    sizes: dict[str, Any],
+    new_call: Any,
+    calls: Calls,
+    switch: Switch,
+    result: dict[str, Any],
 ) -> Generator[simpy.Event, Any, None]:
     env = fleet.env
     workers = [fleet.add() for _ in range(3)]
+    if ref.warmed_by:  # the row before on the same workers: their standing learns the healthy pace, uncounted
+        before = Switch(env)
+        warming = closed_loop(env, fleet.client, sizes["callers"], new_call, before, Calls())
+        yield env.timeout(ref.warmed_by)
+        before.stopped = True
+        yield env.all_of(warming)
+    result["window_start"], result["executed_before"] = env.now, fleet.executed
     if ref.scenario == "a":
         running = 1 - (ref.stopped_share if ref.stopped_share is not None else 0.75)
         env.process(fleet.throttle(workers[0], running, lambda: switch.over))
