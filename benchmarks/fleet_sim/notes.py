@@ -60,6 +60,16 @@ def model_of_the_cluster(cal: Calibration) -> list[str]:
         "scenario (a) with hand-back gave 1.96 calls/s and a p50 of 3.0 s in the straggler run and about 1.7 "
         "calls/s and 3.4 s in the why-shed run half an hour later, more than the scrapes explain."
     )
+    lines.append(
+        "* **Where a restarted call lands.** In (b) with staying where you land, three calls of about 36 s run "
+        "in step, and an old worker can leave only once its calls are done: how long the upgrade takes turns on "
+        "whether the calls restarted just before the next worker leaves land on it. In the replay (the real "
+        "pool's round robin over the workers in rotation) two of the three calls restarted at about 71 s land on "
+        "the next to leave, which then waits a whole call: its old workers took about 95 s to leave, the real "
+        "ones 68.7 s, and the longer run completes more calls. The real order depends on when the proxy's "
+        "discovery drops a departed worker and adds a new one, which the replay does at once; one real run "
+        "cannot tell which it was."
+    )
     return lines
 
 
