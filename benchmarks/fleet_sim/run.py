@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import pickle
 from collections.abc import Sequence
@@ -87,6 +88,18 @@ def run_study(
     return [*kept, *results], compared, done_anchors
 
 
+def _older(model: Model, cal: Calibration) -> list[str]:
+    """A word when the study's cells were simulated with a calibration other than the one the table below uses."""
+    now = Model.from_calibration(cal)
+    if math.isclose(now.step_mean, model.step_mean, rel_tol=1e-6):
+        return []
+    return [
+        "",
+        f"The study's cells were simulated with the calibration of their day (a step of {model.step_mean * 1000:.1f} "
+        f"ms); the calibration below is the current one (a step of {now.step_mean * 1000:.1f} ms).",
+    ]
+
+
 def _anchor(anchor: Anchor) -> tuple[Anchor, float, int]:
     mean, counted = supermarket(anchor, ANCHOR_SERVERS, ANCHOR_SERVICE_TIMES, seed=1)
     return anchor, mean, counted
@@ -115,6 +128,7 @@ def section(
         f"{model.proxy_hop * 1000:.2f} ms proxy, {model.worker_hop * 1000:.2f} ms worker (a first round "
         f"{model.worker_first * 1000:.1f} ms); a worker's start-up {model.start_cpu:.1f} s of CPU. "
         f"Computing this section took {seconds / 60:.0f} min (the study's cells are kept and can be reused).",
+        *_older(model, cal),
         "",
         "### Calibration: the real three-worker figures, real and modelled side by side",
         "",
