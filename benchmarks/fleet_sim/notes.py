@@ -85,7 +85,9 @@ def coverage(results: Sequence[Result]) -> list[str]:
     }
     if all(found == loads for found in ran.values()):
         return []
-    said = "; ".join(f"{s} at {', '.join(f'{x:.2f}' for x in found) or 'no load'}" for s, found in ran.items())
+    said = "; ".join(
+        f"{s} at {', '.join(f'{x:.2f}' for x in found)}" if found else f"{s} not run" for s, found in ran.items()
+    )
     calls = [r.figures.calls for r in results if r.cell.size == largest and r.cell.scenario in TRANSIENT]
     counted = f" (here {min(calls):,} to {max(calls):,})" if calls else ""
     return [
