@@ -51,13 +51,21 @@ def options() -> argparse.ArgumentParser:
         action="store_true",
         help=f"the study's cells of the last run ({RESULTS}) instead of simulating them: the calibration again only",
     )
+    p.add_argument(
+        "--extend",
+        action="store_true",
+        help="with --reuse-study: simulate the asked cells the last run lacks (with its model) and show all",
+    )
+    p.add_argument(
+        "--results", type=Path, default=RESULTS, help=f"where the study's cells are kept (default {RESULTS})"
+    )
     p.add_argument("--report-file", type=Path, default=REPORT, help="where the section goes (default the docs)")
     p.add_argument("--picture", type=Path, help=f"the PNG (default {PICTURE}; with --no-report only if given)")
     return p
 
 
-def _previous() -> tuple[Model, list[Result]]:
-    model, found = pickle.loads(RESULTS.read_bytes())  # noqa: S301 - our own file, written by the run before
+def _previous(path: Path) -> tuple[Model, list[Result]]:
+    model, found = pickle.loads(path.read_bytes())  # noqa: S301 - our own file, written by the run before
     assert isinstance(model, Model)
     assert isinstance(found, list)
     return model, found
@@ -68,10 +76,10 @@ def main() -> int:
     cal = load(args.calibration)
     model = Model.from_calibration(cal)
     began = time.monotonic()
-    previous = _previous() if args.reuse_study else None
+    previous = _previous(args.results) if args.reuse_study else None
     study_model = previous[0] if previous is not None else model
     results, compared, anchors = run_study(
-        model,
+        study_model,
         cal,
         sizes=[int(s) for s in args.sizes.split(",")],
         loads=[float(x) for x in args.loads.split(",")],
@@ -84,7 +92,8 @@ def main() -> int:
         seeds=args.seeds,
         anchors=not args.no_anchors,
         reuse=previous[1] if previous is not None else None,
-        progress=None if previous is not None or args.no_report else RESULTS,
+        extend=args.extend,
+        progress=None if (previous is not None and not args.extend) or args.no_report else args.results,
     )
     seconds = time.monotonic() - began
     lines = section(results, compared, anchors, cal, study_model, args.calls, args.seeds, seconds)

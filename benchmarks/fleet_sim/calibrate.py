@@ -40,6 +40,8 @@ from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, clusters, sto
 from benchmarks._load import cpu_seconds
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure
 from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run
+from benchmarks.fleet_sim.quiet import QuietStep, quiet_step
+from benchmarks.fleet_sim.scrape_cost import ScrapeCost, scrape_cost
 from benchmarks.report import REPORT, neighbours, parser
 from benchmarks.why_shed import LB_ENV
 from mrtr_client import AsyncClient, RetryPolicy
@@ -143,6 +145,12 @@ class Reference:
     in_window: bool = False
     """Calls done count only calls that ended within the window (the straggler benchmark's rule); else every
     call completed, those in flight at the end included (why-shed's)."""
+    warmed_by: float | None = None
+    """Seconds of healthy load the same workers served just before the cell (the straggler benchmark's slow row
+    with shedding on follows its healthy row on one cluster): each worker's standing has learned its pace."""
+    scraped: bool = True
+    """The run read every worker's step counter every 0.25 s (why-shed's `Steps`, and so `calibrate.py`'s own
+    cells); the straggler benchmark does not."""
 
 
 @dataclass
@@ -161,6 +169,11 @@ class Calibration:
     start_up: StartUp
     sizes: dict[str, Any]
     reference: list[Reference] = field(default_factory=list)
+    step_quiet: QuietStep | None = None
+    scrape: ScrapeCost | None = None
+    """What the why-shed benchmark's step-counter scrapes cost (`scrape_cost.py`); None: nothing is paid."""
+    """The short call's step on a quiet machine (`quiet.py`): the model scales every step time to it, so that
+    step times measured under load meet reference figures of a quiet machine."""
 
 
 def step_times(call: PrimesCall, sample: int, concurrency: int) -> StepTimes:
@@ -384,6 +397,8 @@ def load(path: Path = CALIBRATION) -> Calibration:
         reference=[
             Reference(**{**ref, "calls": [tuple(call) for call in ref["calls"]]}) for ref in raw.get("reference", [])
         ],
+        step_quiet=QuietStep(**raw["step_quiet"]) if raw.get("step_quiet") else None,
+        scrape=ScrapeCost(**raw["scrape"]) if raw.get("scrape") else None,
     )
 
 
@@ -429,6 +444,8 @@ def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
     print("step times ...", flush=True)
     kept.step_short, kept.step_long, kept.step_crowded, kept.step_long_crowded = _all_step_times()
     print("hop cost ...", flush=True)
+    kept.step_quiet = quiet_step(SHORT, LONG, REPORT)
+    kept.scrape = scrape_cost()
     kept.hop = hop_cost(hop_runs)
     print(f"    {kept.hop}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
@@ -461,7 +478,25 @@ def main() -> int:
         action="store_true",
         help="measure the model's parameters again and keep the reference figures already in --out",
     )
+    p.add_argument(
+        "--quiet-step",
+        action="store_true",
+        help="only the quiet step (`quiet.py`: the report's bare pool times a ratio measured now) into --out",
+    )
+    p.add_argument(
+        "--scrape-cost", action="store_true", help="only what a step-counter scrape costs (`scrape_cost.py`) into --out"
+    )
     args = p.parse_args()
+    if args.quiet_step or args.scrape_cost:
+        kept = load(args.out)
+        if args.quiet_step:
+            kept.step_quiet = quiet_step(SHORT, LONG, REPORT)
+            print(f"quiet step: {kept.step_quiet}")
+        if args.scrape_cost:
+            kept.scrape = scrape_cost()
+            print(f"scrape: {kept.scrape}")
+        args.out.write_text(json.dumps(asdict(kept), indent=1) + "\n")
+        return 0
     chosen: tuple[tuple[str, Strategy], ...] = CELLS
     if args.cells:
         wanted = {tuple(item.split(":")) for item in args.cells.split(",")}
@@ -488,6 +523,8 @@ def main() -> int:
         start_up=starting,
         sizes=_sizes(),
         reference=found,
+        step_quiet=quiet_step(SHORT, LONG, REPORT),
+        scrape=scrape_cost(),
     )
     args.out.write_text(json.dumps(asdict(result), indent=1) + "\n")
     print(f"written to {args.out}")

@@ -30,6 +30,7 @@ from benchmarks.fleet_sim.model import STARTUP_WAIT, THROTTLE_PERIOD, Model
 from benchmarks.fleet_sim.proxy import Proxy
 from mrtr_lb.balancing import Balance
 from mrtr_worker.compute.policy import SheddingSettings
+from mrtr_worker.compute.pool_process import STEP_NICENESS
 
 
 class Fleet:
@@ -72,10 +73,11 @@ class Fleet:
     def executed(self) -> int:
         return sum(i.steps for i in self.instances)
 
-    def _cpu(self, name: str, speed: float = 1.0) -> Cpu:
-        """A process's CPU: a share of the one machine (calibration), or cores of its own (study)."""
+    def _cpu(self, name: str, speed: float = 1.0, nice: int = 0) -> Cpu:
+        """A process's CPU: a share of the one machine at its nice level (calibration), or cores of its own
+        (study)."""
         if self.shared is not None:
-            return self.shared.group(name, speed)
+            return self.shared.group(name, speed, nice)
         return Dedicated(self.env, name, speed)
 
     def add(self, *, version: int = 1, speed: float = 1.0, join: bool = True) -> Instance:
@@ -88,8 +90,9 @@ class Fleet:
     def _make(self, version: int, speed: float) -> Instance:
         name = f"w{next(self._numbers)}"
         group = self._cpu(name, speed)
+        pool = self._cpu(f"{name}-steps", speed, STEP_NICENESS) if self.shared is not None else group
         cost = RoundCost(self.model.worker_first, self.model.worker_hop)
-        instance = Instance(self.env, name, group, self.settings, cost, version)
+        instance = Instance(self.env, name, group, self.settings, cost, version, pool)
         self.instances.append(instance)
         return instance
 
@@ -122,7 +125,7 @@ class Fleet:
 
     def _gone(self, instance: Instance) -> None:
         instance.alive = False
-        instance.group.stop()
+        instance.stop_cpu()
         self.proxy.remove(instance)
 
     def throttle(
@@ -131,9 +134,9 @@ class Fleet:
         """SIGSTOP/SIGCONT on a duty cycle until `over()`: the instance runs `running` of every period."""
         while not over() and instance.alive:
             yield self.env.timeout(running * THROTTLE_PERIOD)
-            instance.group.set_speed(0.0)
+            instance.set_speed(0.0)
             yield self.env.timeout((1 - running) * THROTTLE_PERIOD)
-            instance.group.set_speed(1.0)
+            instance.set_speed(1.0)
 
     def pauses(
         self, instance: Instance, every: float, length: float, until: float
@@ -143,12 +146,12 @@ class Fleet:
             yield self.env.timeout(self.rng.expovariate(1 / every))
             if self.env.now >= until or not instance.alive:
                 return
-            speed = instance.group.speed
-            instance.group.set_speed(0.0)
+            speed = instance.speed
+            instance.set_speed(0.0)
             self.proxy.paused(instance, self.env.now + length)
             yield self.env.timeout(length)
             if instance.alive:
-                instance.group.set_speed(speed)
+                instance.set_speed(speed)
 
 
 def started(process: simpy.Process) -> Instance:

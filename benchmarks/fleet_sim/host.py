@@ -8,12 +8,21 @@ worker stopped by SIGSTOP (the quarter-speed instance) gives its share to
 the others. So a job here is CPU work in seconds at full speed, and each
 runnable job progresses at `speed x min(1, cores / runnable jobs)`.
 
-Jobs belong to groups (an OS process tree: one worker and its step pool, the
-proxy, the client); a group can be slowed (`speed`, a throttled container)
-or stopped (speed 0: SIGSTOP, a garbage-collection pause). Each group keeps
-a virtual clock of the work one of its jobs has received, so adding or
-finishing a job costs O(groups), not O(jobs), and one timer per host wakes
-the earliest job.
+Jobs belong to groups (OS processes that share a fate and a priority: a
+worker's main process, its step pool, the proxy, the client); a group can be
+slowed (`speed`, a throttled container) or stopped (speed 0: SIGSTOP, a
+garbage-collection pause). Each group keeps a virtual clock of the work one
+of its jobs has received, so adding or finishing a job costs O(groups), not
+O(jobs), and one timer per host wakes the earliest job.
+
+The kernel does not share equally: CFS gives each runnable process a share
+of the cores in proportion to the weight of its nice level, and no process
+more than one core. The worker's step processes run at nice 10
+(`mrtr_worker.compute.pool_process.STEP_NICENESS`: weight 110 against 1024
+for nice 0), so a starting worker, the worker's own event loop, the proxy
+and the client take the cores from the steps nearly at once. A group's
+`weight` is that of its nice level, and the shares are filled by weight up
+to one core per job (water-filling).
 """
 
 from __future__ import annotations
@@ -28,6 +37,10 @@ import simpy
 
 EPSILON = 1e-9
 """A nanosecond of work: float error in the virtual clocks, never a difference that matters."""
+NICE_0 = 1024
+"""CFS's weight of a process at nice 0 (`sched_prio_to_weight` in the kernel)."""
+NICE_WEIGHTS = {0: NICE_0, 5: 335, 10: 110, 19: 15}
+"""CFS's weights of the nice levels this model uses (the kernel's table, each level about 1.25 times the next)."""
 
 
 @dataclass(eq=False)
@@ -37,6 +50,8 @@ class Group:
     host: Host
     name: str
     speed: float = 1.0
+    weight: float = NICE_0
+    """CFS's weight of the group's nice level: its jobs' claim on the cores against the others'."""
     virtual: float = 0.0
     """Work (CPU seconds) each runnable job of this group has received since the group was made."""
     jobs: list[tuple[float, int, simpy.Event]] = field(default_factory=list)
@@ -64,16 +79,17 @@ class Host:
         self.cores = cores
         self.groups: list[Group] = []
         self._at = 0.0
-        self._share = 1.0
-        """Work per second each runnable job gets at speed 1: min(1, cores / runnable jobs)."""
+        self._shares: dict[int, float] = {}
+        """Work per second each runnable job of a group gets at speed 1 (by the group's `id`): its weighted share
+        of the cores, at most one core."""
         self._order = itertools.count()
         self._due = float("inf")
         self._timer = 0
         self.busy = 0.0
         """CPU seconds given so far (all jobs): what the utilisation figures read."""
 
-    def group(self, name: str, speed: float = 1.0) -> Group:
-        made = Group(self, name, speed)
+    def group(self, name: str, speed: float = 1.0, nice: int = 0) -> Group:
+        made = Group(self, name, speed, NICE_WEIGHTS[nice])
         self.groups.append(made)
         return made
 
@@ -104,7 +120,7 @@ class Host:
         if elapsed > 0:
             for group in self.groups:
                 if group.jobs and group.speed > 0:
-                    given = elapsed * self._share * group.speed
+                    given = elapsed * self._shares.get(id(group), 1.0) * group.speed
                     group.virtual += given
                     self.busy += given * len(group.jobs)
         self._at = now
@@ -114,12 +130,12 @@ class Host:
         for group in self.groups:
             while group.jobs and group.jobs[0][0] <= group.virtual + EPSILON:
                 heapq.heappop(group.jobs)[2].succeed()
-        runnable = sum(len(group.jobs) for group in self.groups if group.speed > 0)
-        self._share = min(1.0, self.cores / runnable) if runnable else 1.0
+        self._shares = shares(self.groups, self.cores)
         due = float("inf")
         for group in self.groups:
             if group.jobs and group.speed > 0:
-                due = min(due, self.env.now + (group.jobs[0][0] - group.virtual) / (self._share * group.speed))
+                rate = self._shares[id(group)] * group.speed
+                due = min(due, self.env.now + (group.jobs[0][0] - group.virtual) / rate)
         if due < self._due - EPSILON:
             self._arm(due)
         # A timer armed for earlier than the new due fires, finds nothing done and re-arms: harmless.
@@ -139,6 +155,23 @@ class Host:
         self._due = float("inf")
         self._advance()
         self._settle()
+
+
+def shares(groups: list[Group], cores: float) -> dict[int, float]:
+    """Each runnable group's share per job (by `id`): the cores split in proportion to the jobs' weights, no
+    job above one core, what a capped job leaves over going to the others (as CFS balances runnable tasks
+    across cores). A stopped group (speed 0) is not runnable."""
+    runnable = sorted((g for g in groups if g.jobs and g.speed > 0), key=lambda g: -g.weight)
+    found: dict[int, float] = {}
+    left_cores = cores
+    left_weight = sum(g.weight * len(g.jobs) for g in runnable)
+    for group in runnable:  # the heaviest first: if any job is capped at one core, theirs are
+        per_weight = left_cores / left_weight if left_weight > 0 else 0.0
+        share = min(1.0, group.weight * per_weight)
+        found[id(group)] = share
+        left_cores -= share * len(group.jobs)
+        left_weight -= group.weight * len(group.jobs)
+    return found
 
 
 class Dedicated:

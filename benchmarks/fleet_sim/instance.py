@@ -134,10 +134,14 @@ class Instance:
         settings: SheddingSettings,
         cost: RoundCost,
         version: int = 1,
+        pool: Cpu | None = None,
     ) -> None:
+        """`group`: the worker's main process (each round's own CPU); `pool`: its step processes (the steps),
+        the same as `group` where the instance has cores of its own."""
         self.env = env
         self.name = name
         self.group = group
+        self.pool = pool if pool is not None else group
         self.version = version
         self.policy = SheddingPolicy(settings)
         self.standing = Standing()
@@ -169,10 +173,23 @@ class Instance:
     def kill(self) -> list[Attempt]:
         """SIGKILL: every round here ends unanswered; the proxy answers their clients 502."""
         self.alive = False
-        self.group.stop()
+        self.stop_cpu()
         killed = list(self._running)
         self._running.clear()
         return killed
+
+    @property
+    def speed(self) -> float:
+        return self.group.speed
+
+    def set_speed(self, speed: float) -> None:
+        """The process and its step pool together (SIGSTOP/SIGCONT reach both, as `straggler.Throttle` sends)."""
+        for cpu in {id(self.group): self.group, id(self.pool): self.pool}.values():
+            cpu.set_speed(speed)
+
+    def stop_cpu(self) -> None:
+        for cpu in {id(self.group): self.group, id(self.pool): self.pool}.values():
+            cpu.stop()
 
     def _check_idle(self) -> None:
         if self.busy == 0 and not self.idle.triggered:
@@ -269,7 +286,7 @@ class Instance:
                     elapsed_ms = (self.env.now - started) * 1000
                     trace.pace = policy.measured(trace.pace, here, elapsed_ms, reason, self.name)
                     return self._hand_back(state, reason)
-                yield from self.group.compute(work())
+                yield from self.pool.compute(work())
                 if not self.alive:
                     return None
                 state.steps += 1

@@ -44,14 +44,22 @@ class Model:
 
     @classmethod
     def from_calibration(cls, cal: Calibration) -> Model:
+        """The measured parameters. With a quiet step (`quiet.py`: the step times were measured under load, the
+        reference figures on a quiet machine) the step times are the quiet ones: the short call's for its
+        steps two and six at once, the long call's for its own. Measured under load at different moments, the
+        crowded and uncrowded times differ by the load of each moment more than by crowding (the long call's
+        step came out cheaper six at once than two at once), so the quiet ones serve for both."""
         hop = cal.hop
+        quiet = cal.step_quiet
+        short = quiet.mean if quiet is not None else None
+        long = quiet.long_mean if quiet is not None and quiet.long_mean > 0 else None
         return cls(
-            step_mean=cal.step_short.mean,
+            step_mean=short or cal.step_short.mean,
             step_cv=cal.step_short.cv,
-            long_step_mean=cal.step_long.mean,
+            long_step_mean=long or cal.step_long.mean,
             long_step_cv=cal.step_long.cv,
-            crowded_step_mean=cal.step_crowded.mean,
-            crowded_long_step_mean=cal.step_long_crowded.mean,
+            crowded_step_mean=short or cal.step_crowded.mean,
+            crowded_long_step_mean=long or cal.step_long_crowded.mean,
             client_first=max(hop.first_client, hop.client),
             client_hop=max(0.0, hop.client),
             proxy_first=max(hop.first_proxy, hop.proxy),

@@ -15,6 +15,11 @@ real one's cores less the share other processes took during that real cell:
   window; when the new ones carry their share is computed by the real
   benchmark's own function (`_why_shed.accounting.seconds_to_share`) on step
   counts sampled as the real one samples them.
+
+The why-shed runs read every worker's step counter every 0.25 s, and a
+leaving worker's every 50 ms: each scrape costs the worker's main process
+and the benchmark's process CPU on the same cores (`scrape_cost.py`), which
+the replay pays as they did (the straggler benchmark's cells scrape nothing).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from benchmarks._why_shed.accounting import Sample, seconds_to_share
 from benchmarks.fleet_sim.calibrate import Calibration, Reference
 from benchmarks.fleet_sim.client import Call
 from benchmarks.fleet_sim.fleet import Fleet, started
+from benchmarks.fleet_sim.instance import Instance
 from benchmarks.fleet_sim.metrics import percentile
 from benchmarks.fleet_sim.model import Model, step_work
 from benchmarks.fleet_sim.workload import Calls, Switch, closed_loop
@@ -38,6 +44,8 @@ from mrtr_worker.compute.policy import SheddingSettings
 
 SAMPLE_EVERY = 0.25
 """The real benchmark scrapes every worker's step counter this often (`_why_shed.fleet.Steps`)."""
+IDLE_POLL = 0.05
+"""And a leaving worker's, this often, until it is idle (`_why_shed.fleet._wait_idle`)."""
 STATE = 0.1
 """How often the real upgrade looks whether every worker has a call (`_why_shed.scenarios._busy`)."""
 
@@ -80,21 +88,26 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
         return Call(steps, work, now)
 
     calls, switch = Calls(), Switch(env)
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {"samples": []}
+    scraper = fleet.shared.group("scraper") if fleet.shared is not None else None
+    if ref.scraped and cal.scrape is not None and scraper is not None:
+        result["scrape"] = (cal.scrape, scraper)
+    env.process(_sample(fleet, result, switch))
     scenario = {"healthy": _steady, "a": _steady, "b": _upgrade, "c": _scale_out}[ref.scenario]
     env.process(scenario(fleet, ref, sizes, new_call, calls, switch, result))
     env.run()
     seconds = [c.seconds for c in calls.all if c.ended is not None]
     completed = len(seconds)
     if ref.in_window:  # the straggler benchmark counts the calls done within its window only
-        completed = sum(c.ended is not None and c.ended <= sizes["duration"] for c in calls.all)
+        end = result.get("window_start", 0.0) + sizes["duration"]
+        completed = sum(c.ended is not None and c.ended <= end for c in calls.all)
     return Replayed(
         ref.scenario,
         ref.strategy,
         completed,
         percentile(seconds, 50),
         percentile(seconds, 99),
-        fleet.executed - len(seconds) * steps,
+        fleet.executed - result.get("executed_before", 0) - len(seconds) * steps,
         result.get("upgrade"),
         result.get("leaving"),
         result.get("share"),
@@ -102,10 +115,23 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
 
 
 def _steady(
-    fleet: Fleet, ref: Reference, sizes: dict[str, Any], new_call: Any, calls: Calls, switch: Switch, _: dict[str, Any]
+    fleet: Fleet,
+    ref: Reference,
+    sizes: dict[str, Any],
+    new_call: Any,
+    calls: Calls,
+    switch: Switch,
+    result: dict[str, Any],
 ) -> Generator[simpy.Event, Any, None]:
     env = fleet.env
     workers = [fleet.add() for _ in range(3)]
+    if ref.warmed_by:  # the row before on the same workers: their standing learns the healthy pace, uncounted
+        before = Switch(env)
+        warming = closed_loop(env, fleet.client, sizes["callers"], new_call, before, Calls())
+        yield env.timeout(ref.warmed_by)
+        before.stopped = True
+        yield env.all_of(warming)
+    result["window_start"], result["executed_before"] = env.now, fleet.executed
     if ref.scenario == "a":
         running = 1 - (ref.stopped_share if ref.stopped_share is not None else 0.75)
         env.process(fleet.throttle(workers[0], running, lambda: switch.over))
@@ -136,11 +162,14 @@ def _upgrade(
     for worker in old:
         yield env.process(fleet.start(version=2))
         began = env.now
+        polling = env.process(_poll_idle(fleet, worker, result))
         if ref.strategy == "ours":
             yield env.process(fleet.drain(worker))
         else:
             grace = sizes["grace"] if ref.strategy == "kill" else 600.0
             yield env.process(fleet.leave_waiting(worker, grace))
+        if polling.is_alive:
+            polling.interrupt()
         leaving += env.now - began
     result["upgrade"], result["leaving"] = env.now - started, leaving
     yield env.timeout(max(0.0, sizes["upgrade_window"] - (env.now - started)))
@@ -148,6 +177,7 @@ def _upgrade(
         yield env.timeout(0.2)
     switch.stopped = True
     yield env.all_of(callers)
+    switch.over = True
 
 
 def _scale_out(
@@ -162,8 +192,7 @@ def _scale_out(
     env = fleet.env
     for _ in range(2):
         fleet.add()
-    samples: list[Sample] = []
-    env.process(_sample(fleet, samples, switch))
+    samples: list[Sample] = result["samples"]
     callers = closed_loop(env, fleet.client, sizes["overload"], new_call, switch, calls)
     yield env.timeout(sizes["warmup"])
     starting = [env.process(fleet.start()) for _ in range(2)]
@@ -177,7 +206,30 @@ def _scale_out(
     result["share"] = seconds_to_share(samples, {i.name for i in new}, added_at, fair_share=2 / 4)
 
 
-def _sample(fleet: Fleet, samples: list[Sample], switch: Switch) -> Generator[simpy.Event, Any, None]:
+def _sample(fleet: Fleet, result: dict[str, Any], switch: Switch) -> Generator[simpy.Event, Any, None]:
+    """`Steps`: every worker's counter, one scrape after another, then a pause; each scrape costs CPU at both
+    ends when the cell pays for them (`result["scrape"]`)."""
+    samples: list[Sample] = result["samples"]
     while not switch.over:
+        for instance in fleet.live if "scrape" in result else ():
+            yield from _scrape(instance, result)
         samples.append(Sample(fleet.env.now, {i.name: float(i.steps) for i in fleet.live}))
         yield fleet.env.timeout(SAMPLE_EVERY)
+
+
+def _scrape(instance: Instance, result: dict[str, Any]) -> Generator[simpy.Event, Any, None]:
+    cost, scraper = result["scrape"]
+    yield from scraper.compute(cost.scraper / 2)  # the request
+    if instance.alive:
+        yield from instance.group.compute(cost.worker)
+    yield from scraper.compute(cost.scraper / 2)  # the answer, parsed
+
+
+def _poll_idle(fleet: Fleet, instance: Instance, result: dict[str, Any]) -> Generator[simpy.Event, Any, None]:
+    """`_wait_idle`: the leaving worker's page every 50 ms until it is idle or gone (interrupted then)."""
+    try:
+        while "scrape" in result and instance.alive:
+            yield from _scrape(instance, result)
+            yield fleet.env.timeout(IDLE_POLL)
+    except simpy.Interrupt:
+        return

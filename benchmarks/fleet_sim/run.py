@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import pickle
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from benchmarks.fleet_sim import tables
+from benchmarks.fleet_sim import notes, tables
 from benchmarks.fleet_sim.anchors import ANCHORS, Anchor, supermarket
 from benchmarks.fleet_sim.calibrate import Calibration
 from benchmarks.fleet_sim.calibration import Compared, compare, table
@@ -49,10 +50,12 @@ def run_study(
     seeds: int,
     anchors: bool,
     reuse: list[Result] | None = None,
+    extend: bool = False,
     progress: Path | None = None,
 ) -> tuple[list[Result], list[Compared], list[tuple[Anchor, float, int]]]:
-    """`reuse`: the cells of an earlier run, shown again instead of simulated; `progress`: where the cells done so
-    far are pickled with the model after each one (a run cut short can still be written up with `--reuse-study`)."""
+    """`reuse`: the cells of an earlier run, shown again instead of simulated (with `extend`, the asked cells it
+    lacks are simulated beside them); `progress`: where the cells done so far are pickled with the model after
+    each one (a run cut short can still be written up with `--reuse-study`)."""
     biggest = max(sizes)
     cells = [
         Cell(s, n, x, strategy)
@@ -61,8 +64,9 @@ def run_study(
         for x in (largest_loads if largest_loads is not None and n == biggest else loads)
         for strategy in strategies
     ]
-    if reuse is not None:
-        cells = []
+    kept = list(reuse) if reuse is not None else []
+    had = {r.cell for r in kept}
+    cells = [c for c in cells if c not in had] if extend else [] if reuse is not None else cells
     cells.sort(key=lambda c: c.size)  # the small ones first: a run cut short has whole grids to show
     with ProcessPoolExecutor(max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(run_cell, model, cell, calls, seed) for cell in cells]
@@ -73,7 +77,7 @@ def run_study(
             results.append(future.result())
             if progress is not None:
                 progress.parent.mkdir(parents=True, exist_ok=True)
-                progress.write_bytes(pickle.dumps((model, results)))
+                progress.write_bytes(pickle.dumps((model, [*kept, *results])))
             f = results[-1].figures
             print(
                 f"{cell.scenario} {cell.size} {cell.load} {cell.strategy.key}: {f.calls} calls, "
@@ -81,7 +85,19 @@ def run_study(
                 flush=True,
             )
         done_anchors = list(found)
-    return (reuse if reuse is not None else results), compared, done_anchors
+    return [*kept, *results], compared, done_anchors
+
+
+def _older(model: Model, cal: Calibration) -> list[str]:
+    """A word when the study's cells were simulated with a calibration other than the one the table below uses."""
+    now = Model.from_calibration(cal)
+    if math.isclose(now.step_mean, model.step_mean, rel_tol=1e-6):
+        return []
+    return [
+        "",
+        f"The study's cells were simulated with the calibration of their day (a step of {model.step_mean * 1000:.1f} "
+        f"ms); the calibration below is the current one (a step of {now.step_mean * 1000:.1f} ms).",
+    ]
 
 
 def _anchor(anchor: Anchor) -> tuple[Anchor, float, int]:
@@ -112,10 +128,13 @@ def section(
         f"{model.proxy_hop * 1000:.2f} ms proxy, {model.worker_hop * 1000:.2f} ms worker (a first round "
         f"{model.worker_first * 1000:.1f} ms); a worker's start-up {model.start_cpu:.1f} s of CPU. "
         f"Computing this section took {seconds / 60:.0f} min (the study's cells are kept and can be reused).",
+        *_older(model, cal),
         "",
         "### Calibration: the real three-worker figures, real and modelled side by side",
         "",
         *(table(list(compared), cal, seeds) if compared else ["(no reference figures in the calibration file)"]),
+        "",
+        *notes.model_of_the_cluster(cal),
     ]
     if anchors:
         lines += [
@@ -145,6 +164,7 @@ def section(
             "slowest, so read it with the call count beside it. **Steps lost**: steps run for the counted calls "
             "beyond those their answers needed (a hedge's loser, a killed or abandoned round). **Share s**: "
             "seconds until the new instances ran 90 % of their fair share of the steps.",
+            *(["", *cover] if (cover := notes.coverage(results)) else []),
             "",
             "p99.9 call latency in seconds (best of each row in bold):",
             "",
@@ -158,4 +178,4 @@ def section(
             if any(r.cell.scenario == scenario for r in results):
                 lines += ["", f"#### {scenario}: {title}", "", *tables.detail(results, scenario)]
         lines += ["", "![p99.9 by strategy, load and fleet size](fleet-sim.png)"]
-    return lines
+    return [*lines, "", *notes.slices()]

@@ -147,7 +147,7 @@ class _Run:
     def _instances(self, count: int, slow: int = 0) -> list[Instance]:
         picked = set(self.rng.sample(range(count), slow))
         made = [self.fleet.add(speed=SLOW_SPEED if i in picked else 1.0) for i in range(count)]
-        self.capacity = sum(i.group.speed for i in made) * self.slots / self.call_work
+        self.capacity = sum(i.speed for i in made) * self.slots / self.call_work
         return made
 
     def _load(self, measure_from: float, measure_until: float) -> None:

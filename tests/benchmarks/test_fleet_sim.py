@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import simpy
@@ -20,6 +21,9 @@ import simpy
 from benchmarks.fleet_sim.calibrate import CALIBRATION, load
 from benchmarks.fleet_sim.host import Dedicated, Host
 from benchmarks.fleet_sim.model import Model
+from benchmarks.fleet_sim.quiet import QuietStep, bare_mix_step
+from benchmarks.fleet_sim.replay import replay
+from benchmarks.fleet_sim.scrape_cost import ScrapeCost
 from benchmarks.fleet_sim.strategies import STRATEGIES
 from benchmarks.fleet_sim.study import Cell, run_cell
 
@@ -69,6 +73,63 @@ def test_a_host_shares_its_cores_among_the_jobs_that_can_run() -> None:
     # 5 jobs on 2 cores: 0.4 each until 0.5 s; 4 jobs: 0.5 each until 1.5 s; then 0.4 each again.
     assert done["c0"] == pytest.approx(2.25)
     assert done["a"] == pytest.approx(2.75)
+
+
+def test_a_process_at_nice_0_takes_a_core_from_the_step_processes_at_nice_10() -> None:
+    """CFS weights (1024 against 110): a starting worker or an event loop runs nearly at full speed beside steps."""
+    env = simpy.Environment()
+    host = Host(env, cores=2)
+    loop, steps = host.group("loop"), host.group("steps", nice=10)
+    done: dict[str, float] = {}
+
+    def job(name: str, group: object, work: float) -> simpy.events.ProcessGenerator:
+        assert isinstance(group, type(loop))
+        yield group.run(work)
+        done[name] = env.now
+
+    env.process(job("loop", loop, 1.0))
+    for i in range(3):
+        env.process(job(f"s{i}", steps, 1.0))
+    env.run()
+    # The nice-0 job is capped at one core; the three steps share the other (1/3 each) until it ends at 1 s,
+    # then the two cores (2/3 each): their remaining 2/3 take 1 s more. Shared equally, all four would end at 2 s.
+    assert done["loop"] == pytest.approx(1.0)
+    assert done["s0"] == pytest.approx(2.0)
+
+
+def test_the_quiet_step_comes_from_the_reports_bare_pool(tmp_path: Path) -> None:
+    report = tmp_path / "benchmarks.md"
+    report.write_text(
+        "<!-- cluster-efficiency:start -->\nsteps run in a 15 s window (after a warm-up)\n"
+        "| bare process pool (2 processes) | 87.9 | 91.2 | 118 (0) | 0 | 1.13 / 6.51 | 0 / 0 | 1.3 / - |\n"
+        "_Measured 2026-11-30 05:39 UTC on x86_64_\n<!-- cluster-efficiency:end -->\n"
+    )
+    seconds, source = bare_mix_step(report)
+    assert seconds == pytest.approx((2 - 1.3 / 15) / 87.9)
+    assert "2026-11-30 05:39 UTC" in source
+    cal = load(CALIBRATION)
+    cal.step_quiet = QuietStep(0.04, seconds, 2.0, source, long_mean=0.05, long_ratio=2.5)
+    model = Model.from_calibration(cal)
+    assert (model.step_mean, model.crowded_step_mean) == (0.04, 0.04)
+    assert (model.long_step_mean, model.crowded_long_step_mean) == (0.05, 0.05)
+
+
+def test_a_why_shed_replay_pays_for_the_benchmarks_scrapes() -> None:
+    cal = load(CALIBRATION)
+    ref = next(r for r in cal.reference if r.scenario == "a" and r.strategy == "ours" and r.scraped)
+    cal.scrape = ScrapeCost(worker=0.02, scraper=0.02)  # dear scrapes, so that the difference shows
+    paid = replay(cal, ref, seed=1)
+    free = replay(cal, replace(ref, scraped=False), seed=1)
+    assert paid.completed < free.completed
+
+
+def test_a_cell_after_a_healthy_row_counts_neither_its_calls_nor_its_steps() -> None:
+    """The straggler benchmark's slow row with shedding on runs on the workers its healthy row just loaded."""
+    cal = load(CALIBRATION)
+    ref = next(r for r in cal.reference if r.warmed_by)
+    warm, cold = replay(cal, ref, seed=1), replay(cal, replace(ref, warmed_by=None), seed=1)
+    assert abs(warm.lost) < 20  # hand-back loses no step: the healthy row's steps are not this cell's
+    assert warm.completed == pytest.approx(cold.completed, rel=0.25)  # its calls are not counted either
 
 
 def test_a_pause_stretches_the_step_it_meets_on_dedicated_cores() -> None:
