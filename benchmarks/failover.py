@@ -182,8 +182,9 @@ def report(modes: list[Mode], failovers: list[Failover], args: Settings) -> list
     promoted = [f.promoted for f in failovers]
     counts = {kind: sum(f.kind == kind for f in failovers) for kind in FAULTS}
     faults = "; ".join(f"{FAULTS[kind]} {n} times" for kind, n in counts.items() if n)
+    kinds = ", ".join(kind for kind, n in counts.items() if n)
     lines = [
-        "## Tasks across Redis failovers (Sentinel)",
+        f"## Tasks across Redis failovers (Sentinel): {kinds}",
         "",
         f"One Redis set (a primary, two replicas, three sentinels; `down-after-milliseconds` {args.down_after_ms}, "
         "`min-replicas-to-write 1`) shared by two clusters of "
