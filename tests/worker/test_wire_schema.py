@@ -1,6 +1,7 @@
 """Every kind of answer the fleet emits, recorded on the wire and validated against the official schemas.
 
-One worker serves every pack with Redis (tasks, the vault) and the development issuer, with a short time
+One worker serves every pack (the built-in ones, the chaos pack's toxic tasks, and the example plugin
+`collatz` from `examples/`) with Redis (tasks, the vault) and the development issuer, with a short time
 slice (so computations hand back). The walk lists what the worker serves and calls each tool (as a plain
 call, and declaring the tasks extension, its tasks followed by polls and then by push), each prompt and
 each resource and template, answering every question; then the scenarios that need a particular state
@@ -364,7 +365,7 @@ def fleet_worker(start_worker: StartWorker, redis_server: RedisServer, issuer: t
         "MRTR_WORKER_MAX_SLICE_MS": "20",  # a computation of 3,000 steps hands back, however fast the machine
         "MRTR_WORKER_MIN_SLICE_MS": "0",
     }
-    return start_worker(tool_packs=("demo", "compute", "conformance"), env=env)[0]
+    return start_worker(tool_packs=("demo", "compute", "conformance", "chaos", "collatz"), env=env)[0]
 
 
 @pytest.fixture(scope="module")
