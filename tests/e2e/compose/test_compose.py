@@ -145,6 +145,8 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
     busy: list[str] = []
 
     def computation_running() -> bool:
+        if box:  # the call ended before it was seen in flight: say how, rather than wait the minute out
+            raise AssertionError(f"the computation ended before a worker was seen running it: {box[0]!r}")
         busy[:] = [b["url"] for b in lb.backends() if b["in_flight"] > 0]
         return bool(busy)
 
