@@ -190,6 +190,16 @@ def _named(url: str, prefix: str, consumer: str, dead_ms: int = 60_000) -> tuple
     return store, Presence(store, group=GROUP, consumer=consumer, incarnation=incarnation, dead_ms=dead_ms)
 
 
+async def _beat_for_a_minute(store: TaskStore, presence: Presence) -> None:
+    """A live worker beats every `beat_ms` for as long as it runs: one beat that lives a minute stands for them.
+
+    A judge's `dead_ms` is short only so that it trusts its connection list soon; its own heartbeat, written
+    with that expiry, would lapse while it waits (the wait is at least `dead_ms`), and a loaded machine could
+    then see the judge itself dead.
+    """
+    await store.client.set(presence.alive_key(presence.consumer), presence.incarnation, px=60_000)
+
+
 async def _trusting_connections(presence: Presence) -> None:
     """Until the judge's own connection is older than its `dead_ms`: only then does it read the connection list."""
     await wait_until_async(presence.sees_connections, timeout=30, interval=0.1, what="the judge's connection to age")
@@ -205,8 +215,8 @@ def test_a_worker_whose_connections_are_gone_is_seen_dead_at_once_and_its_slices
         stores |= {name: _named(redis_server.url, prefix, name, dead_ms=1000) for name in ("a", "b")}
         victim_store = stores["victim"][0]
         await victim_store.ensure_group()
-        for _, presence in stores.values():
-            await presence.beat()
+        for store, presence in stores.values():
+            await _beat_for_a_minute(store, presence)
         for _ in range(3):
             await victim_store.create(_record(), max_live=10)
             assert await victim_store.take("victim", 1000) is not None
@@ -266,7 +276,7 @@ def test_a_worker_that_came_back_under_its_name_is_not_taken_over(redis_server: 
         a_store, a = _named(redis_server.url, prefix, "a", dead_ms=1000)
         await old_store.ensure_group()
         await old.beat()
-        await a.beat()
+        await _beat_for_a_minute(a_store, a)
         await old_store.create(_record(), max_live=10)
         assert await old_store.take("w1", 1000) is not None
         await _trusting_connections(a)
