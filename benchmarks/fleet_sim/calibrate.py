@@ -1,6 +1,7 @@
 """Measure the fleet simulator's parameters and reference figures on the real three-worker cluster.
 
     nice -n 10 .venv/bin/python -m benchmarks.fleet_sim.calibrate [--repeats N] [--out PATH]
+    nice -n 10 .venv/bin/python -m benchmarks.fleet_sim.calibrate --add-references --cells a:stay --repeats 3
 
 What it measures, each stored in `calibration.json` beside this file (the simulator reads nothing else):
 
@@ -462,6 +463,16 @@ def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
     return 0
 
 
+def _add_references(path: Path, repeats: int, cells: tuple[tuple[str, Strategy], ...]) -> int:
+    """More real runs of some cells beside those kept: one real run of a cell is a noisy reference."""
+    kept = load(path)
+    found, _ = references(repeats, cells, path.with_suffix(".partial.json"))
+    kept.reference = [*kept.reference, *found]
+    path.write_text(json.dumps(asdict(kept), indent=1) + "\n")
+    print(f"{len(found)} reference cells added to {path}")
+    return 1 if any(ref.errors for ref in found) else 0
+
+
 def main() -> int:
     p = parser(__doc__, duration=SIZES.duration, duration_help="unused: the scenarios keep why_shed.py's sizes")
     p.add_argument("--repeats", type=int, default=1, help="runs of every reference cell (default 1)")
@@ -477,6 +488,11 @@ def main() -> int:
         "--parameters-only",
         action="store_true",
         help="measure the model's parameters again and keep the reference figures already in --out",
+    )
+    p.add_argument(
+        "--add-references",
+        action="store_true",
+        help="run the --cells --repeats times and add them to the reference cells in --out (parameters kept)",
     )
     p.add_argument(
         "--quiet-step",
@@ -503,6 +519,8 @@ def main() -> int:
         chosen = tuple((s, strategy) for s, strategy in CELLS if (s, strategy.name.lower()) in wanted)
     if args.parameters_only:
         return _parameters_only(args.out, args.hop_runs, args.with_docs)
+    if args.add_references:
+        return _add_references(args.out, args.repeats, chosen)
     print("step times ...", flush=True)
     short, long, crowded, long_crowded = _all_step_times()
     print("hop cost ...", flush=True)
