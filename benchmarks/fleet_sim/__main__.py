@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import pickle
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.fleet_sim.calibrate import CALIBRATION, load
@@ -78,6 +79,8 @@ def main() -> int:
     began = time.monotonic()
     previous = _previous(args.results) if args.reuse_study else None
     study_model = previous[0] if previous is not None else model
+    if study_model.tasks is None and model.tasks is not None:  # kept cells of a run before the task half was costed
+        study_model = replace(study_model, tasks=model.tasks)
     results, compared, anchors = run_study(
         study_model,
         cal,

@@ -26,6 +26,7 @@ from benchmarks.fleet_sim.study import (
     SLOW_SHARE,
     SLOW_SPEED,
     STEPS,
+    TASK_SCENARIOS,
     WARMUP,
     Cell,
     Result,
@@ -63,6 +64,7 @@ def run_study(
         for n in sizes
         for x in (largest_loads if largest_loads is not None and n == biggest else loads)
         for strategy in strategies
+        if strategy.tasks == (s in TASK_SCENARIOS)  # task work under the task strategies, MRTR calls under the rest
     ]
     kept = list(reuse) if reuse is not None else []
     had = {r.cell for r in kept}
