@@ -419,6 +419,7 @@ def _task_cost(raw: dict[str, Any]) -> TaskCost:
         poll=Costs(**raw["poll"]),
         checkpoint_wall=raw["checkpoint_wall"],
         load_average=raw["load_average"],
+        measured_at=raw.get("measured_at", ""),
     )
 
 

@@ -81,6 +81,7 @@ class TaskCost:
     """Mean seconds of a checkpoint write (seal and transaction), from the worker's histogram."""
     load_average: float
     """The machine's one-minute load average when the measurement began (it is shared and noisy)."""
+    measured_at: str = ""
 
 
 Cpu = tuple[float, float, float, float]
@@ -124,7 +125,8 @@ def task_cost(runs: int = 10) -> TaskCost:
         statistics.median(r.wall for r in ten) - slices_ten * per_slice.wall,
     )
     poll = _costs([_mean_cpu(polls, i) for i in range(4)], statistics.median(r.wall for r in polls))
-    return TaskCost(own, per_slice, per_step, poll, checkpoint, load_average)
+    measured_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return TaskCost(own, per_slice, per_step, poll, checkpoint, load_average, measured_at)
 
 
 def _cluster(work: Path, env: dict[str, str]) -> LocalCluster:
