@@ -11,6 +11,9 @@ What it measures, each stored in `calibration.json` beside this file (the simula
   main process, from the same call with a hand-back after every step and without any (two one-slot workers
   behind the proxy, as `hop_cost.py` does), and what a call's first round costs each of them;
 * **start-up**: wall time and CPU (the process and its step pool) of a worker from start to in rotation;
+* **the task half's costs** (`task_cost.py`, alone with `--task-cost`): a task's creation and following, a
+  slice (take, begin, checkpoint transaction, the pushed change), a step's lease check and a poll, at the
+  client, the proxy, the worker and Redis;
 * **the reference figures**: the why-shed scenarios (healthy, one instance at a quarter speed, the rolling
   upgrade, the scale-out from 2 to 4) as `benchmarks/why_shed.py` runs them, with checkpoint shedding and
   with staying where you land (and kill and start over in the upgrade), every call's latency kept, with the
@@ -43,6 +46,7 @@ from benchmarks._why_shed.fleet import Steps, Strategy, ensure
 from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run
 from benchmarks.fleet_sim.quiet import QuietStep, quiet_step
 from benchmarks.fleet_sim.scrape_cost import ScrapeCost, scrape_cost
+from benchmarks.fleet_sim.task_cost import Costs, TaskCost, task_cost
 from benchmarks.report import REPORT, neighbours, parser
 from benchmarks.why_shed import LB_ENV
 from mrtr_client import AsyncClient, RetryPolicy
@@ -149,6 +153,8 @@ class Reference:
     warmed_by: float | None = None
     """Seconds of healthy load the same workers served just before the cell (the straggler benchmark's slow row
     with shedding on follows its healthy row on one cluster): each worker's standing has learned its pace."""
+    on_slow: float | None = None
+    """Task cells: the share of the slices begun on the slow worker (the straggler-tasks table's "on slow")."""
     scraped: bool = True
     """The run read every worker's step counter every 0.25 s (why-shed's `Steps`, and so `calibrate.py`'s own
     cells); the straggler benchmark does not."""
@@ -173,6 +179,8 @@ class Calibration:
     step_quiet: QuietStep | None = None
     scrape: ScrapeCost | None = None
     """What the why-shed benchmark's step-counter scrapes cost (`scrape_cost.py`); None: nothing is paid."""
+    tasks: TaskCost | None = None
+    """What the task half costs around its steps (`task_cost.py`); None: not measured, no task cell can run."""
     """The short call's step on a quiet machine (`quiet.py`): the model scales every step time to it, so that
     step times measured under load meet reference figures of a quiet machine."""
 
@@ -400,6 +408,19 @@ def load(path: Path = CALIBRATION) -> Calibration:
         ],
         step_quiet=QuietStep(**raw["step_quiet"]) if raw.get("step_quiet") else None,
         scrape=ScrapeCost(**raw["scrape"]) if raw.get("scrape") else None,
+        tasks=_task_cost(raw["tasks"]) if raw.get("tasks") else None,
+    )
+
+
+def _task_cost(raw: dict[str, Any]) -> TaskCost:
+    return TaskCost(
+        task=Costs(**raw["task"]),
+        slice=Costs(**raw["slice"]),
+        step=Costs(**raw["step"]),
+        poll=Costs(**raw["poll"]),
+        checkpoint_wall=raw["checkpoint_wall"],
+        load_average=raw["load_average"],
+        measured_at=raw.get("measured_at", ""),
     )
 
 
@@ -502,9 +523,26 @@ def main() -> int:
     p.add_argument(
         "--scrape-cost", action="store_true", help="only what a step-counter scrape costs (`scrape_cost.py`) into --out"
     )
+    p.add_argument(
+        "--task-cost",
+        action="store_true",
+        help="only the task half's costs (`task_cost.py`: creation, slice, step, poll) into --out",
+    )
+    p.add_argument("--task-runs", type=int, default=10, help="tasks of each kind for --task-cost (default 10)")
+    p.add_argument(
+        "--docs-only",
+        action="store_true",
+        help="only the reference cells read from docs/benchmarks.md, replaced by the figures there now, into --out",
+    )
     args = p.parse_args()
-    if args.quiet_step or args.scrape_cost:
+    if args.quiet_step or args.scrape_cost or args.task_cost or args.docs_only:
         kept = load(args.out)
+        if args.docs_only:
+            kept.reference = [r for r in kept.reference if not r.source.startswith("docs/")] + _documented()
+            print(f"reference cells: {len(kept.reference)}")
+        if args.task_cost:
+            kept.tasks = task_cost(args.task_runs)
+            print(f"tasks: {kept.tasks}")
         if args.quiet_step:
             kept.step_quiet = quiet_step(SHORT, LONG, REPORT)
             print(f"quiet step: {kept.step_quiet}")
@@ -543,6 +581,7 @@ def main() -> int:
         reference=found,
         step_quiet=quiet_step(SHORT, LONG, REPORT),
         scrape=scrape_cost(),
+        tasks=task_cost(args.task_runs),
     )
     args.out.write_text(json.dumps(asdict(result), indent=1) + "\n")
     print(f"written to {args.out}")

@@ -21,8 +21,16 @@ LABELS = {
     "a": "(a) one at a quarter speed",
     "b": "(b) rolling upgrade",
     "c": "(c) scale-out 2 to 4",
+    "tasks": "tasks, all healthy",
+    "tasks-a": "tasks, (a) one at a quarter speed",
 }
-STRATEGIES = {"ours": "hand-back", "stay": "stay where you land", "kill": "kill and start over"}
+STRATEGIES = {
+    "ours": "hand-back",
+    "stay": "stay where you land",
+    "kill": "kill and start over",
+    "rule-on": "task slices, straggler rule on",
+    "rule-off": "task slices, straggler rule off",
+}
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,9 @@ class Compared:
     real_extra: float | None
     """(b) the old instances' time to leave, (c) the new ones' time to carry their share."""
     model_extra: float | None
+    real_on_slow: float | None = None
+    """Task cells with a slow worker: the share of the slices begun on it."""
+    model_on_slow: float | None = None
 
     @property
     def calls_gap(self) -> float:
@@ -78,6 +89,8 @@ def compare(cal: Calibration, seeds: int) -> list[Compared]:
                 model_p50=statistics.fmean(r.p50 for r in runs),
                 real_extra=_mean([_extra_real(r) for r in refs]),
                 model_extra=_mean([_extra_model(r) for r in runs]),
+                real_on_slow=_mean([r.on_slow for r in refs]),
+                model_on_slow=_mean([r.on_slow for r in runs]),
             )
         )
     return found
@@ -107,8 +120,10 @@ def _mean(values: list[float | None]) -> float | None:
 def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
     lines = [
         "Real: the cells of `benchmarks/fleet_sim/calibration.json`, each naming where its figures come from: "
-        "the why-shed and straggler tables of this report (a quiet machine; the straggler benchmark runs 45 s and "
-        "counts calls done within the window), or a run of `calibrate.py` itself (every call kept). Parameters "
+        "the why-shed, straggler and straggler-tasks tables of this report (a quiet machine; the straggler "
+        "benchmark runs 45 s and counts calls, or tasks, done within the window), or a run of `calibrate.py` itself "
+        "(every call kept). The task rows: 6 callers create 20-step tasks on 3 workers and follow them to their "
+        "results, 45 s a row. Parameters "
         f"measured {cal.measured_at} on {cal.machine}. The why-shed sizes "
         f"(healthy and (a): {cal.sizes['callers']} callers of the {cal.sizes['short_steps']}-step call for "
         f"{cal.sizes['duration']:g} s on 3 workers; (b) {cal.sizes['long_callers']} callers of the "
@@ -134,6 +149,13 @@ def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
     lines += markdown_table(columns, "lllrrrrrrrrlll", rows)
     held = sum(c.within for c in compared)
     worst = max(compared, key=lambda c: max(abs(c.calls_gap), abs(c.p99_gap)), default=None)
+    slow_tasks = [c for c in compared if c.real_on_slow is not None or c.model_on_slow is not None]
+    if slow_tasks:
+        shares = "; ".join(
+            f"{STRATEGIES.get(c.strategy, c.strategy)} {_share(c.real_on_slow)} real, {_share(c.model_on_slow)} model"
+            for c in slow_tasks
+        )
+        lines += ["", f"Task slices begun on the slow worker: {shares}."]
     lines += ["", f"Within 15 % in {held} of {len(compared)} cells."]
     if worst is not None:
         lines[-1] += (
@@ -145,3 +167,7 @@ def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
 
 def _s(value: float | None) -> str:
     return "never" if value is None else f"{value:.1f}"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"

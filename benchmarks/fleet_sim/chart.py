@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks.fleet_sim.strategies import STRATEGIES
 from benchmarks.fleet_sim.study import SCENARIOS, Result
@@ -20,6 +21,8 @@ COLOURS = {
     "hedged": "#e76f51",
     "hand-back+two-choices": "#264653",
     "hand-back+least-request": "#8ab17d",
+    "tasks-rule-on": "#6a4c93",
+    "tasks-rule-off": "#c77dff",
 }
 
 
@@ -53,8 +56,11 @@ def draw(results: Sequence[Result], path: Path) -> None:
             ax.set_xlabel("load", fontsize=8)
             ax.grid(True, which="both", alpha=0.3)
         row[0].set_ylabel("p99.9 call latency, s", fontsize=9)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8)
+    legend: dict[str, Any] = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=3, fontsize=8)
     fig.suptitle("Past two cores: p99.9 by strategy (fleet simulator, calibrated on the real cluster)")
     fig.tight_layout(rect=(0, 0.06, 1, 0.97))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Reference cells read from docs/benchmarks.md: the why-shed and straggler figures of a quiet machine.
+"""Reference cells read from docs/benchmarks.md: the why-shed, straggler and straggler-tasks figures of a quiet machine.
 
 The real three-worker figures the model must reproduce were measured by
 `scripts/bench why-shed` and `scripts/bench straggler` on a quiet machine
@@ -23,6 +23,14 @@ STRAGGLER_ROWS = {
     "one slow, shedding off": ("a", "stay"),
 }
 STRAGGLER_SECONDS = 45.0
+TASK_ROWS = {
+    "tasks, all healthy": ("tasks", "rule-on"),
+    "tasks, one slow, straggler rule on": ("tasks-a", "rule-on"),
+    "tasks, one slow, straggler rule off": ("tasks-a", "rule-off"),
+}
+"""The straggler benchmark's task rows (`_straggler_tasks.RUNS`): the rule-on cluster runs the healthy row, then
+the slow one; the rule-off cluster runs its slow row alone."""
+TASK_WARMED_ROW = ("tasks-a", "rule-on")
 WARMED_ROW = ("a", "ours")
 """The straggler benchmark's slow row on the defaults runs on the cluster its healthy row has just loaded
 (`straggler.RUNS`: both on the "shedding on" cluster); the other rows have a cluster of their own."""
@@ -33,7 +41,11 @@ runs of the same day measured 74-75 %)."""
 
 def documented(report: Path) -> list[Reference]:
     text = report.read_text() if report.exists() else ""
-    return _why_shed(_section(text, "why-shed")) + _straggler(_section(text, "straggler"))
+    return (
+        _why_shed(_section(text, "why-shed"))
+        + _straggler(_section(text, "straggler"))
+        + _straggler_tasks(_section(text, "straggler-tasks"))
+    )
 
 
 def _section(text: str, name: str) -> str:
@@ -120,3 +132,36 @@ def _number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def _straggler_tasks(section: str) -> list[Reference]:
+    """run | tasks done | p50 | p90 | p99 | max | wrong / errors | moves | slices per task p50 | on slow | stopped."""
+    when, others = _when_and_others(section)
+    found = []
+    for row in _rows(section):
+        cell = TASK_ROWS.get(row[0])
+        if cell is None or len(row) < 11:
+            continue
+        stopped = _number(row[10].rstrip("%"))
+        on_slow = _number(row[9].rstrip("%")) if cell[0] == "tasks-a" else None
+        found.append(
+            Reference(
+                scenario=cell[0],
+                strategy=cell[1],
+                calls=[],
+                completed=int(row[1]),
+                errors=0,
+                lost=0.0,
+                others_share=others,
+                stopped_share=stopped / 100 if stopped is not None else None,
+                source=f"docs/benchmarks.md: straggler-tasks, {when}",
+                p50=float(row[2]),
+                p99=float(row[4]),
+                duration=STRAGGLER_SECONDS,
+                in_window=True,
+                scraped=False,
+                warmed_by=STRAGGLER_SECONDS if cell == TASK_WARMED_ROW else None,
+                on_slow=on_slow / 100 if on_slow is not None else None,
+            )
+        )
+    return found

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchmarks.fleet_sim.calibrate import Calibration
+from benchmarks.fleet_sim.task_cost import TaskCost
 
 THROTTLE_PERIOD = 0.1
 """The quarter-speed instance's SIGSTOP/SIGCONT cycle (`benchmarks.straggler.THROTTLE_PERIOD`)."""
@@ -41,6 +42,8 @@ class Model:
     """The worker's main process per step (dispatch to the step process and back): added to each step's work."""
     start_cpu: float
     """CPU seconds of a worker's start-up (the process and its step pool)."""
+    tasks: TaskCost | None = None
+    """What the task half costs around its steps (`task_cost.py`); None: no task cell can run."""
 
     @classmethod
     def from_calibration(cls, cal: Calibration) -> Model:
@@ -68,6 +71,7 @@ class Model:
             worker_hop=max(0.0, hop.worker),
             worker_step=max(0.0, hop.worker_step),
             start_cpu=cal.start_up.cpu,
+            tasks=cal.tasks,
         )
 
 

@@ -38,6 +38,7 @@ from benchmarks.fleet_sim.fleet import Fleet, started
 from benchmarks.fleet_sim.instance import Instance
 from benchmarks.fleet_sim.metrics import percentile
 from benchmarks.fleet_sim.model import Model, step_work
+from benchmarks.fleet_sim.replay_tasks import TASK_SCENARIOS, replay_tasks
 from benchmarks.fleet_sim.workload import Calls, Switch, closed_loop
 from mrtr_lb.balancing import Balance
 from mrtr_worker.compute.policy import SheddingSettings
@@ -63,6 +64,8 @@ class Replayed:
     upgrade_seconds: float | None = None
     leaving_seconds: float | None = None
     share_seconds: float | None = None
+    on_slow: float | None = None
+    """Task cells: the share of the slices begun on the slow worker."""
 
 
 def settings_of(strategy: str) -> SheddingSettings:
@@ -71,6 +74,9 @@ def settings_of(strategy: str) -> SheddingSettings:
 
 def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
     """The model's run of the real cell `ref`."""
+    if ref.scenario in TASK_SCENARIOS:
+        tasks = replay_tasks(cal, ref, seed)
+        return Replayed(ref.scenario, ref.strategy, tasks.completed, tasks.p50, tasks.p99, 0.0, on_slow=tasks.on_slow)
     env = simpy.Environment()
     rng = random.Random(seed)
     model = Model.from_calibration(cal)

@@ -26,6 +26,7 @@ from benchmarks.fleet_sim.study import (
     SLOW_SHARE,
     SLOW_SPEED,
     STEPS,
+    TASK_SCENARIOS,
     WARMUP,
     Cell,
     Result,
@@ -42,6 +43,7 @@ def run_study(
     sizes: Sequence[int],
     loads: Sequence[float],
     largest_loads: Sequence[float] | None = None,
+    task_sizes: Sequence[int] | None = None,
     scenarios: Sequence[str],
     strategies: Sequence[Strategy],
     calls: int,
@@ -55,7 +57,8 @@ def run_study(
 ) -> tuple[list[Result], list[Compared], list[tuple[Anchor, float, int]]]:
     """`reuse`: the cells of an earlier run, shown again instead of simulated (with `extend`, the asked cells it
     lacks are simulated beside them); `progress`: where the cells done so far are pickled with the model after
-    each one (a run cut short can still be written up with `--reuse-study`)."""
+    each one (a run cut short can still be written up with `--reuse-study`); `task_sizes`: the sizes the task
+    scenarios run at (None: all), since the model's one Redis saturates past about a hundred instances."""
     biggest = max(sizes)
     cells = [
         Cell(s, n, x, strategy)
@@ -63,6 +66,8 @@ def run_study(
         for n in sizes
         for x in (largest_loads if largest_loads is not None and n == biggest else loads)
         for strategy in strategies
+        if strategy.tasks == (s in TASK_SCENARIOS)  # task work under the task strategies, MRTR calls under the rest
+        and (s not in TASK_SCENARIOS or task_sizes is None or n in task_sizes)
     ]
     kept = list(reuse) if reuse is not None else []
     had = {r.cell for r in kept}
@@ -119,8 +124,9 @@ def section(
         "## Past two cores: the shedding policy at a thousand instances (fleet simulator)",
         "",
         "A discrete-event model of the fleet (`benchmarks/fleet_sim/`, SimPy) that drives the real policy objects "
-        "(`SheddingPolicy.admit`, `sheds_when_full`, `at_boundary`, `measured`, the instance's `Standing`) and the "
-        "real proxy's pool and pickers (`mrtr_lb.backends`, `mrtr_lb.balancing`), with the client's retry rules "
+        "(`SheddingPolicy.admit`, `sheds_when_full`, `at_boundary`, `measured`, the instance's `Standing`, the task "
+        "runner's `SliceRules`) and the real proxy's pool and pickers (`mrtr_lb.backends`, `mrtr_lb.balancing`), "
+        "with the client's retry rules "
         "and every cost measured on the real cluster by `benchmarks/fleet_sim/calibrate.py`. The study below ran "
         f"with: a step {model.step_mean * 1000:.1f} ms of CPU with two stepping at once (spread "
         f"{model.step_cv:.0%}), plus {model.worker_step * 1000:.2f} "
@@ -145,6 +151,8 @@ def section(
         ]
     if results:
         total = sum(r.figures.calls for r in results)
+        rounds = [r for r in results if not r.cell.strategy.tasks]
+        tasks = [r for r in results if r.cell.strategy.tasks]
         lines += [
             "",
             "### The study",
@@ -160,7 +168,11 @@ def section(
             f"after {SCALE_WARMUP:g} s at a rate set for the larger fleet (so at 0.9 and 0.95 the smaller one is "
             f"overloaded until then), calls counted for {SCALE_WARMUP + SCALE_AFTER:g} s. The steady scenarios warm "
             f"up {WARMUP:g} s and count about {calls:,} calls; the others repeat the event with new seeds until they "
-            f"count as many (**runs**). {total:,} counted calls in all; p99.9 of n calls is about the n/1000-th "
+            f"count as many (**runs**). **slow-tasks**: the slow scenario's fleet with the calls created as tasks "
+            "(20 steps each; one Redis; slices of 1000 ms pulled by the workers), the straggler rule of the task "
+            "runner on and off (`MRTR_WORKER_STRAGGLER_RATIO=0`); a task's latency runs from its creation to its "
+            "result pushed to the client, and its **hand-backs per call** are its slices ended before its last. "
+            f"{total:,} counted calls in all; p99.9 of n calls is about the n/1000-th "
             "slowest, so read it with the call count beside it. **Steps lost**: steps run for the counted calls "
             "beyond those their answers needed (a hedge's loser, a killed or abandoned round). **Share s**: "
             "seconds until the new instances ran 90 % of their fair share of the steps.",
@@ -168,14 +180,16 @@ def section(
             "",
             "p99.9 call latency in seconds (best of each row in bold):",
             "",
-            *tables.summary(results),
+            *tables.summary(rounds),
+            *(["", "With the work as task slices:", "", *tables.summary(tasks)] if tasks else []),
             "",
             "What it says:",
             "",
-            *tables.verdicts(results),
+            *tables.verdicts(rounds),
+            *tables.task_verdicts(tasks),
         ]
         for scenario, title in SCENARIOS.items():
             if any(r.cell.scenario == scenario for r in results):
                 lines += ["", f"#### {scenario}: {title}", "", *tables.detail(results, scenario)]
         lines += ["", "![p99.9 by strategy, load and fleet size](fleet-sim.png)"]
-    return [*lines, "", *notes.slices()]
+    return [*lines, "", *notes.slices(cal)]

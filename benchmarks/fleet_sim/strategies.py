@@ -5,11 +5,15 @@ the operator's drain; the others run with shedding off (the worker's
 `MRTR_WORKER_SHEDDING=false`: calls queue for a slot and stay where they
 landed) and leave as a graceful shutdown does: out of rotation, the calls
 finish, up to a grace period (Kubernetes' default of 30 s), then a kill.
+
+The task strategies run the work as task slices (`tasks.py`) on the real
+defaults, with the straggler rule on or off (`MRTR_WORKER_STRAGGLER_RATIO=0`):
+the task scenarios run only those, the others only the rest.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mrtr_lb.balancing import Balance
 from mrtr_worker.compute.policy import SheddingSettings
@@ -25,10 +29,14 @@ class Strategy:
     shedding: bool
     balance: Balance
     hedge: bool = False
+    tasks: bool = False
+    """The work runs as task slices pulled from Redis (the task scenarios), not as MRTR calls."""
+    straggler: bool = True
 
     @property
     def settings(self) -> SheddingSettings:
-        return SheddingSettings() if self.shedding else SheddingSettings(enabled=False)
+        settings = SheddingSettings() if self.shedding else SheddingSettings(enabled=False)
+        return settings if self.straggler else replace(settings, straggler_ratio=0)
 
 
 STRATEGIES = {
@@ -40,5 +48,9 @@ STRATEGIES = {
         Strategy("hedged", "hedged at p95, round robin, no hand-back", False, Balance.ROUND_ROBIN, hedge=True),
         Strategy("hand-back+two-choices", "hand-back, two choices", True, Balance.TWO_CHOICES),
         Strategy("hand-back+least-request", "hand-back, least request", True, Balance.LEAST_REQUEST),
+        Strategy("tasks-rule-on", "task slices, straggler rule on", True, Balance.ROUND_ROBIN, tasks=True),
+        Strategy(
+            "tasks-rule-off", "task slices, straggler rule off", True, Balance.ROUND_ROBIN, tasks=True, straggler=False
+        ),
     )
 }

@@ -15,7 +15,10 @@ quarter).
   ones starts and joins, then as many old ones leave the strategy's way;
 * `scale-out`: the arrival rate is `load` times what the fleet can do after
   20 % more instances join, so at 0.9 and 0.95 the fleet is overloaded for
-  the `SCALE_WARMUP` seconds before they come.
+  the `SCALE_WARMUP` seconds before they come;
+* `slow-tasks`: `slow`'s fleet, the same work created as tasks (`tasks.py`:
+  one Redis, slices pulled by the workers' runners, each created task
+  followed by pushed changes), under the task strategies only.
 
 The steady scenarios warm up for `WARMUP` s, then count the calls that
 start in a window sized for the asked number of calls; the other two count
@@ -42,6 +45,7 @@ from benchmarks.fleet_sim.instance import Instance
 from benchmarks.fleet_sim.metrics import Figures
 from benchmarks.fleet_sim.model import Model, step_work
 from benchmarks.fleet_sim.strategies import GRACE_SECONDS, Strategy
+from benchmarks.fleet_sim.tasks import Task, TaskFleet
 from benchmarks.fleet_sim.workload import Calls, Switch, open_loop
 
 SCENARIOS = {
@@ -49,7 +53,10 @@ SCENARIOS = {
     "gc": "pauses like a long garbage collection",
     "upgrade": "rolling upgrade in batches of 10 %",
     "scale-out": "scale-out by 20 % under load",
+    "slow-tasks": "5 % at a quarter speed, the work as task slices",
 }
+TASK_SCENARIOS = ("slow-tasks",)
+"""Scenarios whose work runs as task slices: run under the task strategies only (and those only there)."""
 STEPS = 20
 """Steps per call: the why-shed call, `count_primes(100,000,000)`."""
 SLOW_SHARE, SLOW_SPEED = 0.05, 0.25
@@ -98,7 +105,7 @@ def run_cell(model: Model, cell: Cell, calls: int, seed: int = 1) -> Result:
     counted: list[Call] = []
     events: list[float | None] = []
     runs = 0
-    steady = cell.scenario in ("slow", "gc")
+    steady = cell.scenario in ("slow", "gc", "slow-tasks")
     while len(counted) < calls and runs < (1 if steady else MAX_RUNS):
         run = _Run(model, cell, seed_of(cell, runs, seed), calls - len(counted))
         counted += run.go()
@@ -122,12 +129,17 @@ class _Run:
         self.work = step_work(model.step_mean, model.step_cv, self.rng, model.worker_step)
         self.call_work = STEPS * (model.step_mean + model.worker_step)
         self.calls, self.switch = Calls(), Switch(self.env)
+        self.tasks: TaskFleet | None = None
+        if strategy.tasks:
+            if model.tasks is None:
+                raise ValueError("the model has no task costs: calibrate.py --task-cost")
+            self.tasks = TaskFleet(self.fleet, model.tasks, self.rng)
         self.event: float | None = None
         self.capacity = 0.0
         """Calls per second the fleet can step (at full load)."""
 
     def new_call(self, now: float) -> Call:
-        return Call(STEPS, self.work, now)
+        return Task(STEPS, self.work, now) if self.tasks is not None else Call(STEPS, self.work, now)
 
     def rate(self) -> float:
         return self.cell.load * self.capacity
@@ -138,6 +150,7 @@ class _Run:
             "gc": self._gc,
             "upgrade": self._upgrade,
             "scale-out": self._scale_out,
+            "slow-tasks": self._slow,
         }[self.cell.scenario]
         finished = self.env.process(scenario())
         self.env.run(until=finished)
@@ -146,13 +159,15 @@ class _Run:
 
     def _instances(self, count: int, slow: int = 0) -> list[Instance]:
         picked = set(self.rng.sample(range(count), slow))
-        made = [self.fleet.add(speed=SLOW_SPEED if i in picked else 1.0) for i in range(count)]
+        add = self.tasks.add if self.tasks is not None else self.fleet.add
+        made = [add(speed=SLOW_SPEED if i in picked else 1.0) for i in range(count)]
         self.capacity = sum(i.speed for i in made) * self.slots / self.call_work
         return made
 
     def _load(self, measure_from: float, measure_until: float) -> None:
         self.switch.measure_from, self.switch.measure_until = measure_from, measure_until
-        open_loop(self.env, self.fleet.client, self.rate, self.new_call, self.switch, self.calls, self.rng)
+        client = self.tasks.client if self.tasks is not None else self.fleet.client
+        open_loop(self.env, client, self.rate, self.new_call, self.switch, self.calls, self.rng)
 
     def _window(self) -> float:
         return self.wanted / self.rate()

@@ -114,6 +114,24 @@ def verdicts(results: Sequence[Result]) -> list[str]:
     return lines or ["* (no cell to compare)"]
 
 
+def task_verdicts(results: Sequence[Result]) -> list[str]:
+    """The straggler rule on against off, where the work runs as task slices."""
+    pairs = [
+        (key, row["tasks-rule-on"], row["tasks-rule-off"])
+        for key, row in _rows(results).items()
+        if "tasks-rule-on" in row and "tasks-rule-off" in row
+    ]
+    if not pairs:
+        return []
+    better = [(k, on, off) for k, on, off in pairs if on.figures.p999 < off.figures.p999]
+    ratios = [on.figures.p999 / off.figures.p999 for _, on, off in pairs if off.figures.p999 > 0]
+    spread = f"{min(ratios):.2f}x to {max(ratios):.2f}x" if ratios else "-"
+    return [
+        f"* Task slices, straggler rule on against off: p99.9 lower in {len(better)} of {len(pairs)} cells "
+        f"({spread} of the rule-off p99.9)."
+    ]
+
+
 def _rows(results: Sequence[Result]) -> dict[tuple[str, int, float], dict[str, Result]]:
     rows: dict[tuple[str, int, float], dict[str, Result]] = {}
     order = list(SCENARIOS)

@@ -13,11 +13,17 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import simpy
 
-from benchmarks.fleet_sim.client import Call, Client
+from benchmarks.fleet_sim.client import Call
+
+
+class Caller(Protocol):
+    """What makes a call: the MRTR client (`client.Client`) or the task client (`tasks.TaskClient`)."""
+
+    def call(self, call: Call) -> Generator[simpy.Event, Any, None]: ...
 
 
 @dataclass
@@ -48,7 +54,7 @@ class Switch:
 
 def closed_loop(
     env: simpy.Environment,
-    client: Client,
+    client: Caller,
     callers: int,
     new_call: Callable[[float], Call],
     switch: Switch,
@@ -71,7 +77,7 @@ def closed_loop(
 
 def open_loop(
     env: simpy.Environment,
-    client: Client,
+    client: Caller,
     rate: Callable[[], float],
     new_call: Callable[[float], Call],
     switch: Switch,

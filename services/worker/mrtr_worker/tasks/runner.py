@@ -70,8 +70,9 @@ from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
 from mrtr_worker.tasks.leases import Check, Lease, SliceLeases
 from mrtr_worker.tasks.presence import Dead, Presence, new_incarnation
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
+from mrtr_worker.tasks.slicing import SliceRules
 from mrtr_worker.tasks.store import GROUP, Slice, Stored, TaskStore, now_ms
-from mrtr_worker.tasks.straggling import Standing, judge_slice, pull_wait_ms
+from mrtr_worker.tasks.straggling import Standing
 from mrtr_worker.tasks.wire import Status
 from mrtr_worker.tool_api.rounds import WorkerInstance
 
@@ -200,10 +201,15 @@ class TaskRunner:
             "Slices this worker claimed from a worker seen dead (its connections gone or its heartbeat silent)",
             registry=metrics.registry,
         )
-        self.standing = Standing()
-        """This worker's recent step rates per job, told to peers with each heartbeat."""
+        self.rules = SliceRules(self._policy, self._slice_ms)
+        """Every decision about taking and ending a slice (pure: the fleet simulator drives the same object)."""
         self._peer_rates: list[dict[str, float]] | None = None
         """The other live workers' rates, as of the last heartbeat (None: not read yet)."""
+
+    @property
+    def standing(self) -> Standing:
+        """This worker's recent step rates per job, told to peers with each heartbeat."""
+        return self.rules.standing
 
     @property
     def consumer(self) -> str:
@@ -270,7 +276,7 @@ class TaskRunner:
                     self._pull_waits.inc()
                     await asyncio.sleep(wait_ms / 1000)
                     continue
-                late = bool(self._peer_rates)  # peers were all busy for a whole slice: what it takes, it keeps
+                late = self.rules.late(self._peer_rates)  # peers were all busy a whole slice: it keeps what it takes
             await self._capacity.acquire()
             try:
                 if not group_ready:
@@ -302,22 +308,10 @@ class TaskRunner:
 
     def slow(self) -> bool:
         """Whether this worker has measured itself well below its peers lately (the straggler rule's ratio)."""
-        settings = self._policy.settings
-        if not settings.enabled or self._peer_rates is None:
-            return False
-        return self.standing.slow(self._peer_rates, settings.straggler_ratio, time.monotonic())
-
-    def _compare(self, job: Job) -> bool | None:
-        """This worker against its peers on `job` (`Standing.compare`); None: nothing to compare yet."""
-        settings = self._policy.settings
-        if not settings.enabled or self._peer_rates is None:
-            return None
-        return self.standing.compare(job.name, self._peer_rates, settings.straggler_ratio, time.monotonic())
+        return self.rules.slow(self._peer_rates, time.monotonic())
 
     async def _pull_wait_ms(self) -> float:
-        oldest = await self._store.oldest_waiting_ms()
-        peers = len(self._peer_rates or ())
-        return pull_wait_ms(slow=True, peers=peers, oldest_age_ms=oldest, slice_ms=self._slice_ms)
+        return self.rules.pull_wait_ms(self._peer_rates, await self._store.oldest_waiting_ms())
 
     async def _reclaim(self) -> None:
         await self._adopted.wait()
@@ -480,9 +474,11 @@ class TaskRunner:
         started = lease.started
         here = 0  # steps in this slice: the pace this instance keeps
         alone: bool | None = None  # asked of Redis once per slice, and only when a move is in view
-        compared = self._compare(job)
-        judged = record.pace if judge_slice(late=late, compared=compared) else None  # None: no straggler move
-        if self._policy.fled_here(judged, self.consumer) and not (alone := await self._alone()):
+        opening = self.rules.opening(
+            record.pace, job.name, self._peer_rates, late=late, consumer=self.consumer, now=time.monotonic()
+        )
+        judged = opening.judged  # None: no straggler move this slice
+        if opening.passes_on and not (alone := await self._alone()):
             await self._hand_on(stored, record, state, steps, 0, started, EndOfRound.STRAGGLER, lease)
             return
         while True:
@@ -522,9 +518,9 @@ class TaskRunner:
                 pace=judged,
                 alone=bool(alone),
             )
-            reason = self._policy.task_slice_end(boundary, self._slice_ms)
-            if reason is EndOfRound.STRAGGLER and alone is None and (alone := await self._alone()):
-                reason = self._policy.task_slice_end(replace(boundary, alone=True), self._slice_ms)
+            reason = self.rules.end(boundary)
+            if self.rules.asks_alone(reason, alone) and (alone := await self._alone()):
+                reason = self.rules.end(replace(boundary, alone=True))
             if reason is not None:
                 self._observe(job, here, started)
                 await self._hand_on(stored, record, state, steps, here, started, reason, lease)
@@ -556,7 +552,7 @@ class TaskRunner:
         """Fold a slice's rate into this worker's standing (only jobs that compute: their steps are work)."""
         if job.computes:
             now = time.monotonic()
-            self.standing.observe(job.name, here, (now - started) * 1000, now)
+            self.rules.observe(job.name, here, (now - started) * 1000, now)
 
     async def _alone(self) -> bool:
         """Whether no other worker could take a slice put back now (then the straggler rule has nowhere to go)."""
@@ -580,7 +576,7 @@ class TaskRunner:
         """End the slice at this boundary: checkpoint, with the pace it measured, and queue the next slice."""
         elapsed_ms = (time.monotonic() - started) * 1000
         me = self._identity.instance_id
-        moved = reason is EndOfRound.STRAGGLER
+        pace, moved = self.rules.checkpoint(record.pace, here, elapsed_ms, reason, me)
         if moved and here == 0:
             message = f"{steps} steps done; passed on by {me}, a straggler it left before"
         elif moved:
@@ -608,7 +604,7 @@ class TaskRunner:
             state=state,
             steps=steps,
             status_message=message,
-            pace=self._policy.measured_slice(record.pace, here, elapsed_ms, reason, me),
+            pace=pace,
             moves=record.moves + moved,
         ).moved(Status.WORKING, now_ms())
         outcome = {EndOfRound.STRAGGLER: "straggler", EndOfRound.PRESSURE: "pressure"}.get(reason, "requeued")
