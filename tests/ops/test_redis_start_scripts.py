@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import pytest
 import redis
 
-from mrtr_ops.local.process import LOOPBACK, free_port
+from mrtr_ops.local.process import LOOPBACK, ChildProcess, free_port
 from mrtr_ops.waiting import wait_until
 from tests.support.paths import ROOT
 
@@ -44,33 +41,16 @@ def _replication(port: int) -> dict[str, object]:
 
 
 @dataclass
-class Script:
-    """One start script as a process group (the script execs the server, so its pid is the server's)."""
+class Script(ChildProcess):
+    """One start script as a process (the script execs the server, so its pid is the server's)."""
 
     argv: list[str]
     env: dict[str, str]
     log: Path
-    popen: subprocess.Popen[bytes] | None = field(default=None, init=False)
-    _out: IO[bytes] | None = field(default=None, init=False)
 
     def start(self) -> Script:
-        self._out = self.log.open("ab")
-        self.popen = subprocess.Popen(
-            self.argv, env={**os.environ, **self.env}, stdout=self._out, stderr=subprocess.STDOUT
-        )
+        self._spawn(self.argv, self.log, {**os.environ, **self.env})
         return self
-
-    def kill(self) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGKILL)
-            self.popen.wait()
-
-    def stop(self) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.terminate()
-            self.popen.wait(15)
-        if self._out is not None:
-            self._out.close()
 
 
 @dataclass

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+from mrtr_ops.local.loopback import JsonHandler, LoopbackServer
 from mrtr_ops.local.process import LOOPBACK
 from mrtr_ops.vault_page import PageVisitor, flow_of
 
@@ -23,7 +23,7 @@ CONNECTED_MARK = 'id="done"'
 """What the vault page shows once the key is stored ("Vault connected")."""
 
 
-class VaultHelper:
+class VaultHelper(LoopbackServer):
     """A loopback HTTP endpoint that completes vault page flows as `subject`, with `api_key`."""
 
     def __init__(self, subject: str, token: Callable[[], str], api_key: str) -> None:
@@ -34,20 +34,11 @@ class VaultHelper:
         """Flow id to the subject it was completed as."""
         self.errors: list[str] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((LOOPBACK, 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, name="vault-helper", daemon=True)
+        super().__init__(self._handler(), name="vault-helper")
 
     @property
     def url(self) -> str:
-        return f"http://{LOOPBACK}:{self._server.server_address[1]}/complete"
-
-    def start(self) -> VaultHelper:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return f"{super().url}/complete"
 
     def complete(self, url: str) -> str | None:
         """Complete the flow behind `url` on the page; None when done, else what went wrong."""
@@ -69,33 +60,22 @@ class VaultHelper:
             self.completed[flow_of(url)] = self.subject
         return None
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[JsonHandler]:
         helper = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
                 try:
-                    url = str(json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))["url"])
+                    url = str(json.loads(self._body())["url"])
                 except (ValueError, KeyError, TypeError):
-                    self._answer(400, {"error": 'expected a JSON body {"url": ...}'})
+                    self._reply(400, {"error": 'expected a JSON body {"url": ...}'})
                     return
                 problem = helper.complete(url)
                 if problem is not None:
                     with helper._lock:
                         helper.errors.append(problem)
-                    self._answer(502, {"error": problem})
+                    self._reply(502, {"error": problem})
                 else:
-                    self._answer(200, {"completed": True})
-
-            def _answer(self, status: int, body: dict[str, object]) -> None:
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: object) -> None:  # quiet: the drivers' records tell the story
-                return
+                    self._reply(200, {"completed": True})
 
         return Handler

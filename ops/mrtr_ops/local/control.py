@@ -15,40 +15,25 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import asdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from mrtr_ops.fleet import FleetWorker, LocalFleet
-from mrtr_ops.local.process import LOOPBACK
+from mrtr_ops.local.loopback import JsonHandler, LoopbackServer
 
 
-class ControlServer:
+class ControlServer(LoopbackServer):
     """Serves the control API for one `LocalFleet` on 127.0.0.1, in a background thread."""
 
     def __init__(self, fleet: LocalFleet, port: int = 0) -> None:
         self._lock = threading.Lock()  # one membership change at a time
-        handler = _handler_for(fleet, self._lock)
-        self._server = ThreadingHTTPServer((LOOPBACK, port), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="cluster control", daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self._server.server_address[1]}"
-
-    def start(self) -> ControlServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(_handler_for(fleet, self._lock), name="cluster control", port=port)
 
 
-def _handler_for(fleet: LocalFleet, lock: threading.Lock) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _handler_for(fleet: LocalFleet, lock: threading.Lock) -> type[JsonHandler]:
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             if self.path != "/fleet":
                 return self._reply(404, {"error": f"no {self.path}"})
@@ -60,7 +45,7 @@ def _handler_for(fleet: LocalFleet, lock: threading.Lock) -> type[BaseHTTPReques
             try:
                 with lock:
                     if parts == ["fleet", "workers"]:
-                        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                        body = json.loads(self._body() or b"{}")
                         worker = fleet.start_worker(int(body["version"]), dict(body.get("env") or {}))
                         return self._reply(200, asdict(worker))
                     if len(parts) == 4 and parts[:2] == ["fleet", "workers"] and parts[3] == "drain":
@@ -71,17 +56,6 @@ def _handler_for(fleet: LocalFleet, lock: threading.Lock) -> type[BaseHTTPReques
             except Exception as exc:
                 return self._reply(500, {"error": f"{type(exc).__name__}: {exc}"})
             self._reply(404, {"error": f"no {self.path}"})
-
-        def _reply(self, status: int, body: dict[str, Any]) -> None:
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet: the cluster's own log says what changed."""
 
     return Handler
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -35,50 +36,24 @@ class NotReady(RuntimeError):
 
 
 @dataclass
-class ManagedProcess:
-    """A child process with a name, a log file and a readiness URL."""
+class ChildProcess:
+    """One child process and its log file: the lifecycle every process of the local cluster shares.
 
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log_path: Path
-    ready_url: str
+    A subclass says what to run (`_spawn`) and when it is ready (`_wait_ready`); stopping is the same
+    for the workers, the proxy, Redis and Sentinel: SIGCONT (a paused process cannot act on SIGTERM),
+    SIGTERM, and SIGKILL only if it outlives the timeout.
+    """
+
     popen: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _log: IO[bytes] | None = field(default=None, init=False, repr=False)
 
-    def start(self) -> ManagedProcess:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("ab")
-        self.popen = subprocess.Popen(
-            self.argv, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-        return self
-
     @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
+    def pid(self) -> int | None:
+        return None if self.popen is None else self.popen.pid
 
     @property
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
-
-    def wait_ready(self, timeout: float = 180.0) -> None:
-        """Poll the readiness URL until it answers 200; fail early (`NotReady`) if the process exits.
-
-        Raises `TimeoutError` (naming the log) if it is still not ready after `timeout` seconds.
-        """
-        with httpx.Client(timeout=1.0) as http:
-
-            def ready() -> bool:
-                if not self.running:
-                    raise NotReady(f"{self.name} exited with {self.returncode()}; see {self.log_path}")
-                try:
-                    return http.get(self.ready_url).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            wait_until(ready, timeout=timeout, what=f"{self.name} to be ready (see {self.log_path})")
 
     def returncode(self) -> int | None:
         return None if self.popen is None else self.popen.poll()
@@ -89,7 +64,8 @@ class ManagedProcess:
             self.popen.send_signal(sig)
 
     def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM (a worker drains first), then SIGKILL if it outlives `timeout`."""
+        """SIGTERM (a worker drains first, Redis flushes its append-only file), then SIGKILL if it outlives
+        `timeout`. Returns the exit status (None if it never started)."""
         if self.popen is None:
             return None
         if self.running:
@@ -110,10 +86,69 @@ class ManagedProcess:
             self.popen.wait()
         self._close_log()
 
+    def _spawn(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+        """Start `argv` (with `env`, else this process's environment), its output appended to `log_path`."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._close_log()
+        self._log = log_path.open("ab")
+        self.popen = subprocess.Popen(
+            argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+    def _wait_ready(
+        self, ready: Callable[[], bool], *, name: str, log_path: Path, timeout: float, interval: float = 0.05
+    ) -> None:
+        """Poll `ready` until it is true; fail early (`NotReady`) if the process exits.
+
+        Raises `TimeoutError` (naming the log) if it is still not ready after `timeout` seconds.
+        """
+
+        def answers() -> bool:
+            if not self.running:
+                raise NotReady(f"{name} exited with {self.returncode()}; see {log_path}")
+            return ready()
+
+        wait_until(answers, timeout=timeout, interval=interval, what=f"{name} to be ready (see {log_path})")
+
     def _close_log(self) -> None:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+@dataclass
+class ManagedProcess(ChildProcess):
+    """A child process with a name, a log file and a readiness URL."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    ready_url: str
+
+    def start(self) -> ManagedProcess:
+        self._spawn(self.argv, self.log_path, self.env)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        """Poll the readiness URL until it answers 200; fail early (`NotReady`) if the process exits.
+
+        Raises `TimeoutError` (naming the log) if it is still not ready after `timeout` seconds.
+        """
+        with httpx.Client(timeout=1.0) as http:
+
+            def answers() -> bool:
+                try:
+                    return http.get(self.ready_url).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            self._wait_ready(answers, name=self.name, log_path=self.log_path, timeout=timeout)
 
 
 @dataclass(frozen=True)

@@ -305,9 +305,9 @@ class RedisHA:
 
 
 def _signal(node: RedisServer, signum: signal.Signals) -> None:
-    if node.popen is None or node.popen.poll() is not None:
+    if not node.running:
         raise RuntimeError(f"Redis on port {node.port} is not running")
-    node.popen.send_signal(signum)
+    node.signal(signum)
 
 
 def _info(node: RedisServer) -> dict[str, Any]:

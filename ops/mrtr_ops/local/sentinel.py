@@ -7,18 +7,14 @@ learns the set: the replicas, its peers, the current primary).
 
 from __future__ import annotations
 
-import shutil
-import signal
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import redis
 
-from mrtr_ops.local.process import LOOPBACK, free_port
-from mrtr_ops.local.redis import RedisMissing, ping
-from mrtr_ops.waiting import wait_until
+from mrtr_ops.local.process import LOOPBACK, ChildProcess, free_port
+from mrtr_ops.local.redis import installed, ping
 
 SERVICE = "mrtr"
 """The name the sentinels monitor the primary by (the workers' `MRTR_WORKER_REDIS_SENTINEL_SERVICE`)."""
@@ -38,14 +34,12 @@ class SentinelTiming:
 
 
 @dataclass
-class SentinelServer:
+class SentinelServer(ChildProcess):
     """One `redis-sentinel` process with its own config file (Sentinel rewrites it as it learns the set)."""
 
     directory: Path
     port: int = field(default_factory=free_port)
     binary: str = "redis-sentinel"
-    popen: subprocess.Popen[bytes] | None = field(default=None, init=False)
-    _log: IO[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
     def address(self) -> str:
@@ -55,19 +49,9 @@ class SentinelServer:
     def log_path(self) -> Path:
         return self.directory / "sentinel.log"
 
-    @property
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.popen is None else self.popen.pid
-
     def start(self, primary_port: int, quorum: int, timing: SentinelTiming, timeout: float = 30.0) -> SentinelServer:
         """Write a fresh config naming the primary, start, and wait until it answers PING."""
-        path = shutil.which(self.binary)
-        if path is None:
-            raise RedisMissing(f"{self.binary} not found; install it with scripts/redis-setup")
+        path = installed(self.binary)
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "sentinel.conf"
         config.write_text(
@@ -86,34 +70,11 @@ class SentinelServer:
                 ]
             )
         )
-        self._log = self.log_path.open("ab")
-        self.popen = subprocess.Popen(
-            [path, str(config)], stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        self._spawn([path, str(config)], self.log_path)
+        self._wait_ready(
+            lambda: ping(self.port), name=f"{self.binary} on port {self.port}", log_path=self.log_path, timeout=timeout
         )
-
-        def answers() -> bool:
-            if not self.running:
-                raise RuntimeError(f"redis-sentinel exited; see {self.log_path}")
-            return ping(self.port)
-
-        wait_until(answers, timeout=timeout, interval=0.05, what=f"redis-sentinel on port {self.port}")
         return self
-
-    def stop(self, timeout: float = 15.0) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self._close_log()
-
-    def kill(self) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGKILL)
-            self.popen.wait()
-        self._close_log()
 
     def ask(self, *command: str) -> Any:
         """One command to this sentinel (None when it does not answer)."""
@@ -124,8 +85,3 @@ class SentinelServer:
             return None
         finally:
             client.close()
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
