@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from mrtr_worker.config import WorkerSettings
-from mrtr_worker.redis_link import NotReplicated, RedisTarget, WaitPolicy, parse_sentinels
+from mrtr_worker.redis_link import NotReplicated, RedisTarget, WaitPolicy, newest_primary, parse_sentinels
 from mrtr_worker.sealing.keyring import new_ring
 
 
@@ -74,3 +74,28 @@ def test_bad_redis_settings_are_refused_clearly(tmp_path: Path, env: dict[str, s
 def test_an_unconfirmed_write_says_what_is_known() -> None:
     assert "acknowledged by 0 of 1 replica(s) within 500 ms" in str(NotReplicated(0, WaitPolicy(1, 500)))
     assert "an unknown number of 2" in str(NotReplicated(None, WaitPolicy(2, 100)))
+
+
+def _view(port: int, epoch: int, **flags: bool) -> dict[str, object]:
+    """One sentinel's SENTINEL MASTERS entry for the service, as redis-py parses it."""
+    return {"ip": "127.0.0.1", "port": port, "config-epoch": epoch, "is_master": True} | {
+        "is_sdown": False,
+        "is_odown": False,
+        **flags,
+    }
+
+
+def test_a_sentinel_that_has_not_heard_of_the_failover_is_outvoted_by_the_newer_configuration() -> None:
+    """redis-py follows the first valid answer; the stale one comes first here and names the woken old primary."""
+    stale, fresh = _view(7001, epoch=3), _view(7002, epoch=4)
+    assert newest_primary([stale, fresh, None]) == fresh
+    assert newest_primary([fresh, stale]) == fresh
+
+
+def test_a_primary_seen_down_or_not_a_primary_is_never_followed() -> None:
+    down = _view(7002, epoch=9, is_sdown=True)
+    failed = _view(7003, epoch=9, is_odown=True)
+    not_primary = _view(7004, epoch=9, is_master=False)
+    assert newest_primary([down, failed, not_primary, _view(7001, epoch=3)]) == _view(7001, epoch=3)
+    assert newest_primary([down, None]) is None
+    assert newest_primary([]) is None

@@ -6,6 +6,9 @@ of them follow a failover the same way: redis-py's Sentinel client asks the
 sentinels for the primary on every new connection, and a dropped connection
 (the primary died) or a READONLY answer (it was demoted) is retried on a
 fresh one, which finds the new primary once the sentinels have promoted it.
+Every sentinel is asked at once and the newest configuration wins
+(`newest_primary`), so one that has not heard of a failover yet cannot send
+the client back to an old primary.
 
 `ReplicatedPipeline` is the one place a write waits for replicas (Redis's
 `WAIT`): Redis counts only the writes of the connection WAIT is sent on, and
@@ -18,6 +21,7 @@ that promotes a replica which had the write keep it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -29,7 +33,7 @@ import redis.asyncio as redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -41,7 +45,7 @@ SOCKET_TIMEOUT = 2.0
 """Seconds a command may wait for its answer (a WAIT gets its own timeout on top)."""
 CONNECT_TIMEOUT = 1.0
 SENTINEL_TIMEOUT = 0.5
-"""Seconds a question to one sentinel may take before the next sentinel is asked."""
+"""Seconds a question to a sentinel may take (all are asked at once; one that has not answered by then is left out)."""
 RECHECK_SECONDS = 0.1
 """How often, at most, a Sentinel client asks again which node is primary (see `_FollowingPool`): the longest
 a command may still go to an old primary the sentinels no longer name. One small question to a sentinel per
@@ -126,7 +130,7 @@ def connect(target: RedisTarget, *, retries: int, client_name: str | None = None
     }
     if target.url is not None:
         return redis.Redis.from_url(target.url, **options)
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    sentinel = _AskingAll(  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
         list(target.sentinels),
         sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT, "socket_connect_timeout": SENTINEL_TIMEOUT},
     )
@@ -134,6 +138,32 @@ def connect(target: RedisTarget, *, retries: int, client_name: str | None = None
         target.service, redis_class=_SentinelClient, connection_pool_class=_FollowingPool, **options
     )
     return client
+
+
+def newest_primary(states: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Of the sentinels' views of the primary (None: no answer), the valid one with the highest config epoch.
+
+    A sentinel learns of a failover from the others' hello messages, up to two seconds later (longer on a
+    starved machine); until then it names the old primary, and once that is awake (a partition healed) it
+    passes redis-py's check. The config epoch is the sentinels' own order of configurations.
+    """
+    valid = [s for s in states if s and s.get("is_master") and not s.get("is_sdown") and not s.get("is_odown")]
+    return max(valid, key=lambda s: int(s.get("config-epoch", 0)), default=None)
+
+
+class _AskingAll(Sentinel):
+    """redis-py's Sentinel, asking every sentinel at once and following `newest_primary` (redis-py takes the
+    first valid answer in its list)."""
+
+    async def discover_master(self, service_name: str) -> tuple[str, int]:
+        replies = await asyncio.gather(*(s.sentinel_masters() for s in self.sentinels), return_exceptions=True)
+        states = [r.get(service_name) if isinstance(r, dict) else None for r in replies]
+        newest = newest_primary(states)
+        if newest is None:
+            failed = [f"{s} - {r!r}" for s, r in zip(self.sentinels, replies, strict=True) if isinstance(r, Exception)]
+            detail = f": {', '.join(failed)}" if failed else ""
+            raise MasterNotFoundError(f"No master found for {service_name!r}{detail}")
+        return str(newest["ip"]), int(newest["port"])
 
 
 class _FollowingPool(SentinelConnectionPool):
