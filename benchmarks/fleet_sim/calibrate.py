@@ -158,6 +158,8 @@ class Reference:
     scraped: bool = True
     """The run read every worker's step counter every 0.25 s (why-shed's `Steps`, and so `calibrate.py`'s own
     cells); the straggler benchmark does not."""
+    balance: str = "round_robin"
+    """The proxy's `MRTR_LB_BALANCE` (the balance benchmark's cells run each one; every other cell the default)."""
 
 
 @dataclass

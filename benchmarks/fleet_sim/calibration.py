@@ -31,6 +31,7 @@ STRATEGIES = {
     "rule-on": "task slices, straggler rule on",
     "rule-off": "task slices, straggler rule off",
 }
+BALANCES = {"two_choices": "two choices", "least_request": "least request"}
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Compared:
     source: str
     scenario: str
     strategy: str
+    balance: str
+    """The proxy's balance (round robin but in the balance benchmark's cells)."""
     repeats: int
     others_share: float
     real_calls: float
@@ -68,17 +71,18 @@ class Compared:
 
 def compare(cal: Calibration, seeds: int) -> list[Compared]:
     """Every cell of the calibration, each real repeat replayed `seeds` times with its own measured neighbours."""
-    cells: dict[tuple[str, str, str], list[Reference]] = {}
+    cells: dict[tuple[str, str, str, str], list[Reference]] = {}
     for ref in cal.reference:
-        cells.setdefault((ref.source, ref.scenario, ref.strategy), []).append(ref)
+        cells.setdefault((ref.source, ref.scenario, ref.strategy, ref.balance), []).append(ref)
     found = []
-    for (source, scenario, strategy), refs in cells.items():
+    for (source, scenario, strategy, balance), refs in cells.items():
         runs: list[Replayed] = [replay(cal, ref, seed) for ref in refs for seed in range(1, seeds + 1)]
         found.append(
             Compared(
                 source=source,
                 scenario=scenario,
                 strategy=strategy,
+                balance=balance,
                 repeats=len(refs),
                 others_share=statistics.fmean(r.others_share for r in refs),
                 real_calls=statistics.fmean(r.completed for r in refs),
@@ -137,7 +141,7 @@ def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
     rows = []
     for c in compared:
         extra = "-" if c.real_extra is None and c.model_extra is None else f"{_s(c.real_extra)} / {_s(c.model_extra)}"
-        cell = (c.source, LABELS.get(c.scenario, c.scenario), STRATEGIES.get(c.strategy, c.strategy), c.repeats)
+        cell = (c.source, LABELS.get(c.scenario, c.scenario), _strategy(c), c.repeats)
         calls = (f"{c.others_share:.0%}", f"{c.real_calls:.0f}", f"{c.model_calls:.0f}", f"{c.calls_gap:+.0%}")
         p99 = (f"{c.real_p99:.1f}", f"{c.model_p99:.1f}", f"{c.p99_gap:+.0%}")
         p50 = f"{c.real_p50:.1f} / {c.model_p50:.1f}"
@@ -159,10 +163,15 @@ def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
     lines += ["", f"Within 15 % in {held} of {len(compared)} cells."]
     if worst is not None:
         lines[-1] += (
-            f" The largest gap: {LABELS.get(worst.scenario, worst.scenario)}, {STRATEGIES.get(worst.strategy)} "
+            f" The largest gap: {LABELS.get(worst.scenario, worst.scenario)}, {_strategy(worst)} "
             f"(calls {worst.calls_gap:+.0%}, p99 {worst.p99_gap:+.0%})."
         )
     return lines
+
+
+def _strategy(c: Compared) -> str:
+    name = STRATEGIES.get(c.strategy, c.strategy)
+    return name if c.balance == "round_robin" else f"{name}, {BALANCES.get(c.balance, c.balance)}"
 
 
 def _s(value: float | None) -> str:

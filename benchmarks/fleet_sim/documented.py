@@ -1,7 +1,7 @@
-"""Reference cells read from docs/benchmarks.md: the why-shed, straggler and straggler-tasks figures of a quiet machine.
+"""Reference cells read from docs/benchmarks.md: the why-shed, straggler, straggler-tasks and balance figures.
 
 The real three-worker figures the model must reproduce were measured by
-`scripts/bench why-shed` and `scripts/bench straggler` on a quiet machine
+`scripts/bench why-shed`, `straggler` and `balance` on a quiet machine
 (other processes ~1 % of the CPU); their sections of the report keep calls
 done, p50, p99 and the upgrade and share seconds, not each call. This reads
 those tables as they stand (whatever run last wrote them) into `Reference`
@@ -34,6 +34,10 @@ TASK_WARMED_ROW = ("tasks-a", "rule-on")
 WARMED_ROW = ("a", "ours")
 """The straggler benchmark's slow row on the defaults runs on the cluster its healthy row has just loaded
 (`straggler.RUNS`: both on the "shedding on" cluster); the other rows have a cluster of their own."""
+BALANCE_CELLS = {"all healthy": "healthy", "one at a quarter speed": "a"}
+BALANCE_WARMED_BY = 30.0
+"""The balance benchmark runs every cluster's healthy cell before its slow one (each 30 s): its standing has
+learned the healthy pace (its peers' paces are older by the other balances' cells in between)."""
 QUARTER_SPEED_STOPPED = 0.75
 """The throttle's nominal stopped share; the why-shed table does not print the measured one (the straggler
 runs of the same day measured 74-75 %)."""
@@ -45,6 +49,7 @@ def documented(report: Path) -> list[Reference]:
         _why_shed(_section(text, "why-shed"))
         + _straggler(_section(text, "straggler"))
         + _straggler_tasks(_section(text, "straggler-tasks"))
+        + _balance(_section(text, "balance"))
     )
 
 
@@ -164,4 +169,37 @@ def _straggler_tasks(section: str) -> list[Reference]:
                 on_slow=on_slow / 100 if on_slow is not None else None,
             )
         )
+    return found
+
+
+def _balance(section: str) -> list[Reference]:
+    """cell | balance | calls completed | p50 | p99 | max | wrong / errors, over all rounds together: one
+    reference per round, the calls split evenly (the percentiles are of all rounds' calls)."""
+    when, others = _when_and_others(section)
+    rounds_said = re.search(r"(\d+) rounds?", section)
+    rounds = int(rounds_said.group(1)) if rounds_said else 1
+    found = []
+    for row in _rows(section):
+        scenario = BALANCE_CELLS.get(row[0])
+        if scenario is None or len(row) < 7:
+            continue
+        total = int(row[2])
+        for index in range(rounds):
+            found.append(
+                Reference(
+                    scenario=scenario,
+                    strategy="ours",
+                    calls=[],
+                    completed=total // rounds + (index < total % rounds),
+                    errors=0,
+                    lost=0.0,
+                    others_share=others,
+                    stopped_share=QUARTER_SPEED_STOPPED if scenario == "a" else None,
+                    source=f"docs/benchmarks.md: balance, {when}",
+                    p50=float(row[3]),
+                    p99=float(row[4]),
+                    warmed_by=BALANCE_WARMED_BY if scenario == "a" else None,
+                    balance=row[1].strip("`"),
+                )
+            )
     return found

@@ -81,7 +81,7 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
     rng = random.Random(seed)
     model = Model.from_calibration(cal)
     cores = cal.cores * (1 - ref.others_share)
-    fleet = Fleet(env, model, settings_of(ref.strategy), Balance.ROUND_ROBIN, rng, shared_cores=cores)
+    fleet = Fleet(env, model, settings_of(ref.strategy), Balance(ref.balance), rng, shared_cores=cores)
     sizes = dict(cal.sizes)
     if ref.duration is not None:
         sizes["duration"] = ref.duration

@@ -14,7 +14,7 @@ from benchmarks import report
 from benchmarks._tasks import Recovery
 from benchmarks.fleet_sim import tables
 from benchmarks.fleet_sim.anchors import Anchor
-from benchmarks.fleet_sim.documented import _rows
+from benchmarks.fleet_sim.documented import _rows, documented
 from benchmarks.report import markdown_table
 from benchmarks.tasks import _recovery_lines
 
@@ -83,3 +83,31 @@ MODULES = sorted(
 @pytest.mark.parametrize("module", MODULES)
 def test_every_benchmark_module_imports(module: str) -> None:
     importlib.import_module(module)
+
+
+def test_the_balance_tables_rows_become_one_reference_per_round_with_their_balance(tmp_path: Path) -> None:
+    """The balance benchmark prints all rounds together: each round is a repeat, the calls split evenly."""
+
+    section = tmp_path / "benchmarks.md"
+    rows = "\n".join(
+        markdown_table(
+            ["cell", "balance", "calls completed", "p50 s", "p99 s", "max s", "wrong / errors"],
+            "llrrrrr",
+            [("all healthy", "`round_robin`", 131, 2.9, 3.6, 3.8, "0 / 0"),
+             ("one at a quarter speed", "`two_choices`", 127, 2.4, 12.2, 13.0, "0 / 0")],
+        )
+    )  # fmt: skip
+    stamp = "_Measured 2026-12-02 05:20 UTC on x86_64; other processes used 3% of the CPU during it._"
+    said = "6 closed-loop callers for 30 s a cell, each balance in turn, 2 rounds (figures: calls of all rounds)."
+    section.write_text(f"<!-- balance:start -->\n{said}\n\n{rows}\n\n{stamp}\n<!-- balance:end -->\n")
+    found = documented(section)
+    assert [(r.scenario, r.balance, r.completed) for r in found] == [
+        ("healthy", "round_robin", 66),
+        ("healthy", "round_robin", 65),
+        ("a", "two_choices", 64),
+        ("a", "two_choices", 63),
+    ]
+    assert {(r.p99, r.others_share, r.source) for r in found if r.scenario == "a"} == {
+        (12.2, 0.03, "docs/benchmarks.md: balance, 2026-12-02 05:20 UTC")
+    }
+    assert all(r.warmed_by for r in found if r.scenario == "a")
