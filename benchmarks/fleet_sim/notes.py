@@ -71,21 +71,41 @@ def model_of_the_cluster(cal: Calibration) -> list[str]:
     lines.append(
         "* **Not modelled:** the start-up CPU (3.7 s, from a measurement under load; the real quiet upgrades "
         "started each worker in 2.4 to 2.9 s of wall time against about 4 s in the replay), cache effects of "
-        "SIGSTOP/SIGCONT on the throttled worker, why-shed's stopped share (its table does not print it: the "
-        "replay takes the nominal 75 %, while its throttle thread shares the interpreter with the callers and the "
-        "scrapes, so its SIGCONTs may come late), and the two real sources' disagreement itself: the same "
+        "SIGSTOP/SIGCONT on the throttled worker, and the two real sources' disagreement itself: the same "
         "scenario (a) with hand-back gave 1.96 calls/s and a p50 of 3.0 s in the straggler run and about 1.7 "
         "calls/s and 3.4 s in the why-shed run half an hour later, more than the scrapes explain."
     )
     lines.append(
-        "* **Where a restarted call lands.** In (b) with staying where you land, three calls of about 36 s run "
-        "in step, and an old worker can leave only once its calls are done: how long the upgrade takes turns on "
-        "whether the calls restarted just before the next worker leaves land on it. In the replay (the real "
-        "pool's round robin over the workers in rotation) two of the three calls restarted at about 71 s land on "
-        "the next to leave, which then waits a whole call: its old workers took about 95 s to leave, the real "
-        "ones 68.7 s, and the longer run completes more calls. The real order depends on when the proxy's "
-        "discovery drops a departed worker and adds a new one, which the replay does at once; one real run "
-        "cannot tell which it was."
+        "* **One run is a noisy reference.** The why-shed table's single runs of (a) and (c) with staying where "
+        "you land miss by 16-17 % on p99 (19.0 and 13.8 s real). Three more quiet runs of each "
+        "(`calibrate.py --add-references`; the throttled worker's measured stopped share 74.5 to 75.0 %, where "
+        "the documented rows take the nominal 75 %) gave p99s of 15.5 to 17.8 s and 11.7 to 14.0 s, and the "
+        "model is within 7 % of their means. Both kinds of row stay in the table."
+    )
+    lines.append(
+        "* **The balance benchmark, out of sample.** Its cells (`scripts/bench balance`: each proxy balance with "
+        "hand-back on, healthy and one worker at a quarter speed) were not used to shape the model; the replay "
+        "runs the proxy's own picker the cell names. With a slow worker among three, the real p99 rose from 5.1 s "
+        "with round robin to 12.2 s with two choices and 11.2 s with least request, and the model's to 13.4 and "
+        "14.5 s. Its traces say why: the slow worker hands every round on at once, so it has the fewest requests "
+        "open and the picker sends the retried round straight back; after three straggler hand-backs in a row the "
+        "round has priority and runs there, slice after slice, at a quarter of the speed. Round robin takes the "
+        "workers in turn whatever they hold, so a retried round goes back to the slow one no more often than any "
+        "other round does."
+    )
+    lines.append(
+        "* **Where a restarted call lands.** In (b) with staying where you land, an old worker can leave only once "
+        "its calls are done, so how long the upgrade takes turns on whether a call restarted before the next "
+        "worker leaves lands on it. Three more quiet runs of that cell (`calibrate.py --add-references`, the rows "
+        "measured by calibrate.py) confirm the gap is the model's, not one run's: the real old workers left in "
+        "72-79 s every time, the replay's in about 96 s, and the replay's longer upgrade runs past the 100 s "
+        "window, so its callers start a fourth call each (12 calls against 9). The traces point at the call "
+        "lengths: the first three real calls of a run took 31.8 to 45.4 s (all three runs; about 10 % spread), the "
+        "replay's 35.5 to 36.8 s. Calls that end together restart together, and the round robin puts two of the "
+        "three on the old workers still to leave, each of which then waits a whole call. Our reading, not "
+        "measured: three step processes on two cores are not shared evenly by Linux's per-core run queues (one "
+        "runs alone on a core for long stretches, the other two share the other), which the replay's even "
+        "sharing by weight leaves out; a per-core model of the shared cores is the next step."
     )
     return lines
 
