@@ -103,13 +103,34 @@ def _why_shed(section: str) -> list[Reference]:
 
 
 def _straggler(section: str) -> list[Reference]:
+    """run | calls done | p50 | p90 | p99 | max | wrong / errors | moves | slices per call | stopped."""
+    return _straggler_rows(section, "straggler", STRAGGLER_ROWS, WARMED_ROW, stopped_column=9)
+
+
+def _straggler_tasks(section: str) -> list[Reference]:
+    """run | tasks done | p50 | p90 | p99 | max | wrong / errors | moves | slices per task p50 | on slow | stopped."""
+    return _straggler_rows(section, "straggler-tasks", TASK_ROWS, TASK_WARMED_ROW, stopped_column=10, on_slow_column=9)
+
+
+def _straggler_rows(
+    section: str,
+    name: str,
+    cells: dict[str, tuple[str, str]],
+    warmed: tuple[str, str],
+    *,
+    stopped_column: int,
+    on_slow_column: int | None = None,
+) -> list[Reference]:
+    """The straggler benchmark's tables (calls or tasks): 45 s a row, done within the window, nothing scraped."""
     when, others = _when_and_others(section)
     found = []
     for row in _rows(section):
-        cell = STRAGGLER_ROWS.get(row[0])
-        if cell is None or len(row) < 10:
+        cell = cells.get(row[0])
+        if cell is None or len(row) <= stopped_column:
             continue
-        stopped = _number(row[9].rstrip("%"))
+        stopped = _number(row[stopped_column].rstrip("%"))
+        slow_row = cell[0] not in ("healthy", "tasks")
+        on_slow = _number(row[on_slow_column].rstrip("%")) if on_slow_column is not None and slow_row else None
         found.append(
             Reference(
                 scenario=cell[0],
@@ -120,13 +141,14 @@ def _straggler(section: str) -> list[Reference]:
                 lost=0.0,
                 others_share=others,
                 stopped_share=stopped / 100 if stopped is not None else None,
-                source=f"docs/benchmarks.md: straggler, {when}",
+                source=f"docs/benchmarks.md: {name}, {when}",
                 p50=float(row[2]),
                 p99=float(row[4]),
                 duration=STRAGGLER_SECONDS,
                 in_window=True,
                 scraped=False,
-                warmed_by=STRAGGLER_SECONDS if cell == WARMED_ROW else None,
+                warmed_by=STRAGGLER_SECONDS if cell == warmed else None,
+                on_slow=on_slow / 100 if on_slow is not None else None,
             )
         )
     return found
@@ -137,39 +159,6 @@ def _number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
-
-
-def _straggler_tasks(section: str) -> list[Reference]:
-    """run | tasks done | p50 | p90 | p99 | max | wrong / errors | moves | slices per task p50 | on slow | stopped."""
-    when, others = _when_and_others(section)
-    found = []
-    for row in _rows(section):
-        cell = TASK_ROWS.get(row[0])
-        if cell is None or len(row) < 11:
-            continue
-        stopped = _number(row[10].rstrip("%"))
-        on_slow = _number(row[9].rstrip("%")) if cell[0] == "tasks-a" else None
-        found.append(
-            Reference(
-                scenario=cell[0],
-                strategy=cell[1],
-                calls=[],
-                completed=int(row[1]),
-                errors=0,
-                lost=0.0,
-                others_share=others,
-                stopped_share=stopped / 100 if stopped is not None else None,
-                source=f"docs/benchmarks.md: straggler-tasks, {when}",
-                p50=float(row[2]),
-                p99=float(row[4]),
-                duration=STRAGGLER_SECONDS,
-                in_window=True,
-                scraped=False,
-                warmed_by=STRAGGLER_SECONDS if cell == TASK_WARMED_ROW else None,
-                on_slow=on_slow / 100 if on_slow is not None else None,
-            )
-        )
-    return found
 
 
 def _balance(section: str) -> list[Reference]:
