@@ -77,7 +77,7 @@ def model_of_the_cluster(cal: Calibration) -> list[str]:
     )
     lines.append(
         "* **One run is a noisy reference.** The why-shed table's single runs of (a) and (c) with staying where "
-        "you land miss by 16-17 % on p99 (19.0 and 13.8 s real). Three more quiet runs of each "
+        "you land miss by 16 % on p99 (19.0 and 13.8 s real). Three more quiet runs of each "
         "(`calibrate.py --add-references`; the throttled worker's measured stopped share 74.5 to 75.0 %, where "
         "the documented rows take the nominal 75 %) gave p99s of 15.5 to 17.8 s and 11.7 to 14.0 s, and the "
         "model is within 7 % of their means. Both kinds of row stay in the table."
