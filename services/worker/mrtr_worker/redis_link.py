@@ -48,8 +48,9 @@ SENTINEL_TIMEOUT = 0.5
 """Seconds a question to a sentinel may take (all are asked at once; one that has not answered by then is left out)."""
 RECHECK_SECONDS = 0.1
 """How often, at most, a Sentinel client asks again which node is primary (see `_FollowingPool`): the longest
-a command may still go to an old primary the sentinels no longer name. One small question to a sentinel per
-tenth of a second of traffic. The failover benchmark counts what clients still saw of an old primary."""
+a command may still go to an old primary the sentinels no longer name. One small question to each sentinel
+(asked at once) per tenth of a second of traffic. The failover benchmark counts what clients still saw of an
+old primary."""
 
 
 @dataclass(frozen=True)
