@@ -37,7 +37,11 @@ ANSWERS: dict[str, dict[str, Any]] = {
 }
 """A correct client's answer to every question the fuzzed tools ask."""
 
-PRIMES = Call("primes", "tools/call", {"name": "count_primes", "arguments": {"limit": 20_000, "segment": 1_000}}, {})
+PRIMES = Call(
+    "primes", "tools/call", {"name": "count_primes", "arguments": {"limit": 5_000_000, "segment": 250_000}}, {}
+)
+"""20 steps of a few milliseconds each: every step outlasts the 1 ms slice on any machine, so the call hands
+back after nearly every step (steps of microseconds fitted a whole call into two slices on a quiet machine)."""
 HASH = Call(
     "hash", "tools/call", {"name": "hash_chain", "arguments": {"seed": "fuzz", "iterations": 3_000, "chunk": 200}}, {}
 )
@@ -48,7 +52,7 @@ PI = Call(
     ELICIT,
 )
 EXPECTED: dict[str, dict[str, Any]] = {
-    "primes": {"count": 2_262},  # pi(20000)
+    "primes": {"count": 348_513},  # pi(5,000,000)
     "hash": {"digest": hashchain.reference("fuzz", 3_000), "iterations": 3_000},
 }
 
