@@ -20,12 +20,11 @@ and timed.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import time
 from dataclasses import dataclass, field
 
-from benchmarks._cluster import PATIENT, PrimesCall, clusters, median, verdict
+from benchmarks._cluster import PATIENT, PrimesCall, clusters, verdict
 from benchmarks._soak import Sampler, Trend, trend
 from benchmarks._tasks import cluster_cpu
 from benchmarks.report import parser, publish
@@ -258,7 +257,7 @@ def main() -> int:
         sampler.stop()
     publish("soak", report(result, sampler, settings, soak_start, soak_end), write=not args.no_report)
     wrong = sum(1 for c in result.calls if not c.ok)
-    return 1 if wrong or not result.calls or math.isnan(median([c.ended - c.started for c in result.calls])) else 0
+    return 1 if wrong or not result.calls else 0
 
 
 if __name__ == "__main__":
