@@ -19,7 +19,7 @@ from pathlib import Path
 
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, stop_cluster
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure
-from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run
+from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run, trace
 from benchmarks.fleet_sim.metrics import percentile
 from benchmarks.report import markdown_table, parser, publish
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
@@ -45,10 +45,15 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=2, help="rounds of every cell (default 2)")
     p.add_argument("--balances", default=",".join(BALANCES), help=f"subset of {','.join(BALANCES)}")
     p.add_argument("--limit", type=int, default=100_000_000, choices=sorted(primes.KNOWN_COUNTS))
+    p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"subset of {','.join(SCENARIOS)}")
+    p.add_argument("--trace", type=int, default=0, metavar="N", help="print each cell's N slowest calls, hop by hop")
     args = p.parse_args()
     short = PrimesCall(args.limit, primes.DEFAULT_SEGMENT)
     sizes = Sizes(args.duration, short, short, args.callers, 0, 0.0, 2.0, 600.0)
     balances = [b.strip() for b in args.balances.split(",")]
+    scenarios = [s.strip() for s in args.scenarios.split(",")]
+    if unknown := set(scenarios) - set(SCENARIOS):
+        p.error(f"unknown scenarios {sorted(unknown)}: choose from {','.join(SCENARIOS)}")
     work = Path(tempfile.mkdtemp(prefix="mrtr-balance-"))
     started: dict[str, LocalCluster] = {}
     cells: dict[tuple[str, str], list[Cell]] = {}
@@ -65,13 +70,15 @@ def main() -> int:
             )
             started[balance] = LocalCluster(config).start()
         for repeat in range(args.repeats):
-            for scenario in SCENARIOS:
+            for scenario in scenarios:
                 for balance in balances if repeat % 2 == 0 else reversed(balances):
                     print(f"[{repeat + 1}/{args.repeats}] {SCENARIOS[scenario]}: {balance} ...", flush=True)
                     cluster = started[balance]
                     healthy = scenario == "healthy"
                     cell = _healthy(cluster, sizes) if healthy else run(cluster, "a", Strategy.OURS, sizes)
                     cells.setdefault((scenario, balance), []).append(cell)
+                    if args.trace:
+                        print("\n".join(trace(cell, args.trace)), flush=True)
     except BaseException:
         print(f"logs kept in {work}")
         raise
@@ -97,7 +104,7 @@ def report(cells: dict[tuple[str, str], list[Cell]], balances: list[str], sizes:
     ]
     rows = []
     for scenario, title in SCENARIOS.items():
-        for balance in balances:
+        for balance in balances if any(key[0] == scenario for key in cells) else ():
             runs = cells.get((scenario, balance), [])
             seconds = sorted(call.seconds for cell in runs for call in cell.load.calls)
             completed = sum(cell.load.completed for cell in runs)

@@ -39,7 +39,7 @@ from pathlib import Path
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, stop_cluster, verdict
 from benchmarks._why_shed.accounting import longest_in_flight
 from benchmarks._why_shed.fleet import Strategy
-from benchmarks._why_shed.scenarios import SCENARIOS, Cell, Sizes, run
+from benchmarks._why_shed.scenarios import SCENARIOS, Cell, Sizes, run, trace
 from benchmarks.report import REPORT, markdown_table, parser, publish
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_worker.compute import primes
@@ -117,16 +117,6 @@ def main() -> int:
         draw(cells, args.picture or PICTURE)
         print(f"picture written to {args.picture or PICTURE}")
     return 1 if any(cell.load.wrong or cell.load.errors for cell in cells) else 0
-
-
-def trace(cell: Cell, slowest: int) -> list[str]:
-    """A cell's `slowest` calls, each with when it started (s into the cell) and its exchanges."""
-    calls = cell.load.calls
-    first = min((call.started for call in calls), default=0.0)
-    lines = [f"({cell.scenario}) {cell.strategy.value}: the {slowest} slowest calls (instance:reason:ms per hop)"]
-    for call in sorted(calls, key=lambda c: -c.seconds)[:slowest]:
-        lines.append(f"  {call.seconds:5.2f} s, started at {call.started - first:5.1f} s: {' '.join(call.hops)}")
-    return lines
 
 
 def measure(scenarios: list[str], strategies: list[Strategy], sizes: Sizes) -> list[Cell]:

@@ -116,6 +116,16 @@ class Callers:
         asyncio.run(main())
 
 
+def trace(cell: Cell, slowest: int) -> list[str]:
+    """A cell's `slowest` calls, each with when it started (s into the cell) and its exchanges."""
+    calls = cell.load.calls
+    first = min((call.started for call in calls), default=0.0)
+    lines = [f"({cell.scenario}) {cell.strategy.value}: the {slowest} slowest calls (instance:reason:ms per hop)"]
+    for call in sorted(calls, key=lambda c: -c.seconds)[:slowest]:
+        lines.append(f"  {call.seconds:5.2f} s, started at {call.started - first:5.1f} s: {' '.join(call.hops)}")
+    return lines
+
+
 def run(cluster: LocalCluster, scenario: str, strategy: Strategy, sizes: Sizes) -> Cell:
     """One cell, on workers with the strategy's settings (idle ones of an earlier cell are reused)."""
     return {"a": _slow_instance, "b": _rolling_upgrade, "c": _scale_out}[scenario](cluster, strategy, sizes)

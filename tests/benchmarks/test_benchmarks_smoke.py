@@ -7,6 +7,7 @@ most of their time is process start-up, which overlaps well.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -30,6 +31,11 @@ SMOKE = {
         *("--failovers", "1", "--duration", "2", "--writers", "1", "--limit", "2000000"),
         "--down-after-ms",
         "1000",
+    ],
+    # one cluster, one slow cell, its slowest call traced hop by hop
+    "balance": [
+        *("--duration", "2", "--repeats", "1", "--balances", "least_request", "--scenarios", "a"),
+        *("--limit", "10000000", "--trace", "1"),
     ],
     # a minute at most: a few seconds of capacity, half a minute of soak, tasks expiring after 5 s
     "soak": [
@@ -89,3 +95,11 @@ def test_straggler_benchmark_traces_the_slowest_calls(outputs: dict[str, tuple[i
     _, output = outputs["straggler"]
     assert "the 2 slowest calls (instance:reason:ms per hop)" in output, output
     assert ":complete:" in output, output  # every call ends with its complete exchange
+
+
+@pytest.mark.slow
+def test_balance_benchmark_traces_the_slowest_call_of_its_cell(outputs: dict[str, tuple[int, str]]) -> None:
+    _, output = outputs["balance"]
+    assert "(a) checkpoint shedding: the 1 slowest calls" in output, output
+    assert re.search(r"^  +[\d.]+ s, started at +[\d.]+ s: .*:complete:\d+$", output, re.M), output
+    assert "all healthy" not in output, output  # only the cell asked for ran
