@@ -32,7 +32,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mrtr_ops.local.cluster import LocalCluster
 
@@ -286,18 +286,31 @@ ENSURE_EVERY_TICKS = 12
 """With `ensure`: one of the kinds named is done every this many ticks (3 s) until each was done once."""
 
 
+class Faults(Protocol):
+    """What the mix draws from: the kinds enabled and a way to do one (`FaultRegistry`)."""
+
+    def enabled(self) -> list[FaultKind]: ...
+
+    def do(self, kind: str, rng: random.Random) -> FaultRecord | None: ...
+
+
 class FaultMix:
     """The ticking driver: draws a fault (or none) every tick until stopped.
 
     `ensure`: kinds done once each early in the run whatever the draws say (a short run in CI must meet every
     kind: at 1 % a tick, Redis's fault misses a minute-long run one time in ten); the draws go on as well."""
 
-    def __init__(self, registry: FaultRegistry, seed: int, ensure: tuple[str, ...] = ()) -> None:
+    def __init__(self, registry: Faults, seed: int, ensure: tuple[str, ...] = ()) -> None:
         self._registry = registry
         self._rng = random.Random(seed)
         self._kinds = registry.enabled()
         names = {kind.name for kind in self._kinds}
         self._ensure = [kind for kind in ensure if kind in names]
+        self._ensured = threading.Event()
+        """Set once every kind in `ensure` was done: a run must not end before (a fast machine's producers
+        finished before the fourth kind's turn came)."""
+        if not self._ensure:
+            self._ensured.set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fault mix", daemon=True)
         self.ticks = 0
@@ -310,6 +323,10 @@ class FaultMix:
         self._thread.start()
         return self
 
+    def wait_ensured(self, timeout: float) -> bool:
+        """Wait until every kind in `ensure` was done (at most `timeout` s); False if one still was not."""
+        return self._ensured.wait(max(0.0, timeout))
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
@@ -320,6 +337,8 @@ class FaultMix:
             if self._ensure and self.ticks % ENSURE_EVERY_TICKS == 0:
                 if self._registry.do(self._ensure[0], self._rng) is not None:
                     self._ensure.pop(0)
+                    if not self._ensure:
+                        self._ensured.set()
                 continue
             draw = self._rng.random()
             for kind in self._kinds:

@@ -150,6 +150,8 @@ def _drive(cluster: LocalCluster, options: MixOptions, out: Path) -> tuple[Verdi
     try:
         for process in producers:
             process.wait(max(1.0, deadline - time.time() + 120))
+        if not mix.wait_ensured(deadline - time.time()):
+            print("chaos tasks: a fault kind asked for with --ensure was never done before the deadline", flush=True)
     finally:
         mix.stop()
         for process in producers:
