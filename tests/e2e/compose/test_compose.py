@@ -124,9 +124,15 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
 
     def count_hand_backs(response: httpx.Response) -> None:
         response.read()
-        # A straggler move is not an ageing hop (it does not bring priority nearer): count the others only.
-        if b'"input_required"' in response.content and b'"straggler"' not in response.content:
-            hand_backs.append(1)
+        if b'"input_required"' not in response.content:
+            return
+        if b'"straggler"' in response.content:
+            # Handed on by a straggler: the instance it lands on serves it like a prioritized round
+            # (`mrtr_worker.compute.policy`), so it stays there until it ends or is drained. Not an ageing
+            # hop either. (A fast machine's call then ended on that worker before the test looked.)
+            settled.set()
+            return
+        hand_backs.append(1)
         if len(hand_backs) >= PRIORITY_AFTER_HOPS:
             settled.set()  # aged into priority: it now stays on one worker until it ends or is drained
 
@@ -141,7 +147,7 @@ def test_docker_stop_of_the_container_running_a_computation_loses_nothing(
 
     thread = threading.Thread(target=call)
     thread.start()
-    assert settled.wait(60), "the computation never aged into priority"
+    assert settled.wait(60), "the computation never aged into priority nor left a straggler"
     busy: list[str] = []
 
     def computation_running() -> bool:
