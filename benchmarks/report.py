@@ -178,15 +178,31 @@ def publish(name: str, lines: list[str], *, write: bool, report: Path = REPORT) 
         print(f"\nwritten to {write_section(name, markdown, report)}")
 
 
-def write_section(name: str, markdown: str, report: Path = REPORT) -> Path:
-    """Replace (or append) the section `name` of the report with `markdown`."""
-    text = report.read_text() if report.exists() else HEADER
+def block(name: str, markdown: str) -> str:
+    """A section as the report keeps it: between its markers, with when and where it was measured.
+
+    A section may hold another's block (the fleet simulator's calibration inside its section), which can then
+    be written again alone."""
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     where = f"{machine()}; load average {LOAD_BEFORE:.2f} before the run"
     if _neighbours is not None:
         where += f"; other processes used {_neighbours.share():.0%} of the CPU during it"
-    body = f"<!-- {name}:start -->\n{markdown.rstrip()}\n\n_Measured {stamp} on {where}._\n<!-- {name}:end -->"
-    pattern = re.compile(rf"<!-- {re.escape(name)}:start -->.*?<!-- {re.escape(name)}:end -->", re.S)
+    return f"<!-- {name}:start -->\n{markdown.rstrip()}\n\n_Measured {stamp} on {where}._\n<!-- {name}:end -->"
+
+
+def has_section(name: str, report: Path = REPORT) -> bool:
+    return report.exists() and _marked(name).search(report.read_text()) is not None
+
+
+def _marked(name: str) -> re.Pattern[str]:
+    return re.compile(rf"<!-- {re.escape(name)}:start -->.*?<!-- {re.escape(name)}:end -->", re.S)
+
+
+def write_section(name: str, markdown: str, report: Path = REPORT) -> Path:
+    """Replace (or append) the section `name` of the report with `markdown`."""
+    text = report.read_text() if report.exists() else HEADER
+    body = block(name, markdown)
+    pattern = _marked(name)
     text = pattern.sub(lambda _: body, text) if pattern.search(text) else f"{text.rstrip()}\n\n{body}\n"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(text)

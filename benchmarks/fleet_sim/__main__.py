@@ -17,12 +17,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.fleet_sim.calibrate import CALIBRATION, load
+from benchmarks.fleet_sim.calibrate import CALIBRATION, Calibration, load
+from benchmarks.fleet_sim.calibration import compare
 from benchmarks.fleet_sim.model import Model
-from benchmarks.fleet_sim.run import run_study, section
+from benchmarks.fleet_sim.run import CALIBRATION_SECTION, calibration_part, run_study, section
 from benchmarks.fleet_sim.strategies import STRATEGIES
 from benchmarks.fleet_sim.study import SCENARIOS, Result
-from benchmarks.report import REPORT, parser, publish
+from benchmarks.report import REPORT, has_section, parser, publish
 
 NAME = "fleet-sim"
 PICTURE = REPORT.parent / "fleet-sim.png"
@@ -58,6 +59,12 @@ def options() -> argparse.ArgumentParser:
         help=f"the study's cells of the last run ({RESULTS}) instead of simulating them: the calibration again only",
     )
     p.add_argument(
+        "--calibration-only",
+        action="store_true",
+        help="only the calibration table and its notes, written into their block of the section (new "
+        "measurements in calibration.json); the study's tables stay as they are",
+    )
+    p.add_argument(
         "--extend",
         action="store_true",
         help="with --reuse-study: simulate the asked cells the last run lacks (with its model) and show all",
@@ -80,6 +87,8 @@ def _previous(path: Path) -> tuple[Model, list[Result]]:
 def main() -> int:
     args = options().parse_args()
     cal = load(args.calibration)
+    if args.calibration_only:
+        return _calibration_only(cal, args.seeds, args.report_file, write=not args.no_report)
     model = Model.from_calibration(cal)
     began = time.monotonic()
     previous = _previous(args.results) if args.reuse_study else None
@@ -112,6 +121,15 @@ def main() -> int:
 
         draw(results, args.picture or PICTURE)
         print(f"picture written to {args.picture or PICTURE}")
+    return 0
+
+
+def _calibration_only(cal: Calibration, seeds: int, report: Path, *, write: bool) -> int:
+    if write and not has_section(CALIBRATION_SECTION, report):
+        print(f"{report} has no {CALIBRATION_SECTION} block: run the whole section once (without --calibration-only)")
+        return 2
+    lines = calibration_part(compare(cal, seeds), cal, seeds)
+    publish(CALIBRATION_SECTION, lines, write=write, report=report)
     return 0
 
 

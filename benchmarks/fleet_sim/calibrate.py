@@ -183,6 +183,9 @@ class Calibration:
     """What the why-shed benchmark's step-counter scrapes cost (`scrape_cost.py`); None: nothing is paid."""
     tasks: TaskCost | None = None
     """What the task half costs around its steps (`task_cost.py`); None: not measured, no task cell can run."""
+    steps_others_share: float | None = None
+    """CPU other processes took while the step times were measured (None: not watched, files before it was): on
+    a quiet machine the step times are the machine's own and no quiet step is carried over (`Model`)."""
     """The short call's step on a quiet machine (`quiet.py`): the model scales every step time to it, so that
     step times measured under load meet reference figures of a quiet machine."""
 
@@ -272,7 +275,11 @@ def hop_cost(runs: int) -> HopCost:
     hops = statistics.median(r[1] for r in with_hops)
 
     def mean(rows: list[Any], index: int) -> float:
-        return statistics.fmean(r[index] for r in rows)
+        """Trimmed by a fifth at each end: one call that met a stall moved the plain mean of 15 by 20x, and a
+        median of CPU times counted in 10 ms ticks is a tick or none."""
+        values = sorted(r[index] for r in rows)
+        cut = len(values) // 5
+        return statistics.fmean(values[cut : len(values) - cut])
 
     def per_hop(index: int) -> float:
         return float((mean(with_hops, index) - mean(without, index)) / hops)
@@ -411,6 +418,7 @@ def load(path: Path = CALIBRATION) -> Calibration:
         step_quiet=QuietStep(**raw["step_quiet"]) if raw.get("step_quiet") else None,
         scrape=ScrapeCost(**raw["scrape"]) if raw.get("scrape") else None,
         tasks=_task_cost(raw["tasks"]) if raw.get("tasks") else None,
+        steps_others_share=raw.get("steps_others_share"),
     )
 
 
@@ -450,11 +458,16 @@ _NOTHING = StepTimes(0.0, 0.0, 0)
 _NONE = (_NOTHING, _NOTHING, _NOTHING, _NOTHING, HopCost(0, 0, 0, 0, 0, 0, 0, 0), StartUp(0.0, 0.0))
 
 
-def _all_step_times() -> tuple[StepTimes, StepTimes, StepTimes, StepTimes]:
+def _all_step_times() -> tuple[tuple[StepTimes, StepTimes, StepTimes, StepTimes], float | None]:
+    """The four step times, and the share of the CPU other processes took meanwhile (None: not watched)."""
+    watch = neighbours()
+    mark = watch.mark() if watch is not None else None
     found = step_times(SHORT, 20, 2), step_times(LONG, 20, 2), step_times(SHORT, 20, 6), step_times(LONG, 20, 3)
+    others = watch.share_since(mark) if watch is not None and mark is not None else None
     for name, times in zip(("short", "long", "short, six at once", "long, three at once"), found, strict=True):
         print(f"    {name}: {times.mean * 1000:.1f} ms (cv {times.cv:.2f})", flush=True)
-    return found
+    print(f"    others took {'?' if others is None else f'{others:.0%}'} of the CPU meanwhile", flush=True)
+    return found, others
 
 
 def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
@@ -466,7 +479,9 @@ def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
     if with_docs:
         kept.reference = [r for r in kept.reference if not r.source.startswith("docs/")] + _documented()
     print("step times ...", flush=True)
-    kept.step_short, kept.step_long, kept.step_crowded, kept.step_long_crowded = _all_step_times()
+    (kept.step_short, kept.step_long, kept.step_crowded, kept.step_long_crowded), kept.steps_others_share = (
+        _all_step_times()
+    )
     print("hop cost ...", flush=True)
     kept.step_quiet = quiet_step(SHORT, LONG, REPORT)
     kept.scrape = scrape_cost()
@@ -522,6 +537,7 @@ def main() -> int:
         action="store_true",
         help="only the quiet step (`quiet.py`: the report's bare pool times a ratio measured now) into --out",
     )
+    p.add_argument("--hop-cost", action="store_true", help="only the hop cost (`hop_cost`) into --out")
     p.add_argument(
         "--scrape-cost", action="store_true", help="only what a step-counter scrape costs (`scrape_cost.py`) into --out"
     )
@@ -537,7 +553,7 @@ def main() -> int:
         help="only the reference cells read from docs/benchmarks.md, replaced by the figures there now, into --out",
     )
     args = p.parse_args()
-    if args.quiet_step or args.scrape_cost or args.task_cost or args.docs_only:
+    if args.quiet_step or args.scrape_cost or args.task_cost or args.docs_only or args.hop_cost:
         kept = load(args.out)
         if args.docs_only:
             kept.reference = [r for r in kept.reference if not r.source.startswith("docs/")] + _documented()
@@ -548,6 +564,9 @@ def main() -> int:
         if args.quiet_step:
             kept.step_quiet = quiet_step(SHORT, LONG, REPORT)
             print(f"quiet step: {kept.step_quiet}")
+        if args.hop_cost:
+            kept.hop = hop_cost(args.hop_runs)
+            print(f"hop: {kept.hop}")
         if args.scrape_cost:
             kept.scrape = scrape_cost()
             print(f"scrape: {kept.scrape}")
@@ -562,7 +581,7 @@ def main() -> int:
     if args.add_references:
         return _add_references(args.out, args.repeats, chosen)
     print("step times ...", flush=True)
-    short, long, crowded, long_crowded = _all_step_times()
+    (short, long, crowded, long_crowded), others = _all_step_times()
     print("hop cost ...", flush=True)
     hop = hop_cost(args.hop_runs)
     print(f"    {hop}", flush=True)
@@ -584,6 +603,7 @@ def main() -> int:
         step_quiet=quiet_step(SHORT, LONG, REPORT),
         scrape=scrape_cost(),
         tasks=task_cost(args.task_runs),
+        steps_others_share=others,
     )
     args.out.write_text(json.dumps(asdict(result), indent=1) + "\n")
     print(f"written to {args.out}")

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from benchmarks.fleet_sim.calibrate import Calibration
 from benchmarks.fleet_sim.task_cost import TaskCost
 
+QUIET_SHARE = 0.05
+"""Other processes' share of the CPU up to which a measurement counts as a quiet machine's (the reference cells
+ran at 1-3 %)."""
 THROTTLE_PERIOD = 0.1
 """The quarter-speed instance's SIGSTOP/SIGCONT cycle (`benchmarks.straggler.THROTTLE_PERIOD`)."""
 STARTUP_WAIT = 0.25
@@ -47,13 +50,13 @@ class Model:
 
     @classmethod
     def from_calibration(cls, cal: Calibration) -> Model:
-        """The measured parameters. With a quiet step (`quiet.py`: the step times were measured under load, the
-        reference figures on a quiet machine) the step times are the quiet ones: the short call's for its
-        steps two and six at once, the long call's for its own. Measured under load at different moments, the
-        crowded and uncrowded times differ by the load of each moment more than by crowding (the long call's
-        step came out cheaper six at once than two at once), so the quiet ones serve for both."""
+        """The measured parameters. The step times are those `calibrate.py` timed, as they are when the machine was
+        quiet then (`measured_quiet`). Else, with a quiet step (`quiet.py`: the reference figures come from a quiet
+        machine) the step times are the quiet ones: the short call's for its steps two and six at once, the long
+        call's for its own; measured under load at different moments, the crowded and uncrowded times differed by
+        the load of each moment more than by crowding, so the quiet ones serve for both."""
         hop = cal.hop
-        quiet = cal.step_quiet
+        quiet = cal.step_quiet if not measured_quiet(cal) else None
         short = quiet.mean if quiet is not None else None
         long = quiet.long_mean if quiet is not None and quiet.long_mean > 0 else None
         return cls(
@@ -73,6 +76,12 @@ class Model:
             start_cpu=cal.start_up.cpu,
             tasks=cal.tasks,
         )
+
+
+def measured_quiet(cal: Calibration) -> bool:
+    """The step times were measured with other processes taking at most `QUIET_SHARE` of the CPU: they are this
+    machine's quiet ones, and the reference figures measured beside them meet them as they are."""
+    return cal.steps_others_share is not None and cal.steps_others_share <= QUIET_SHARE
 
 
 def step_work(mean: float, cv: float, rng: random.Random, overhead: float = 0.0) -> Callable[[], float]:

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchmarks.fleet_sim.calibrate import Calibration
-from benchmarks.fleet_sim.model import Model
+from benchmarks.fleet_sim.calibrate import Calibration, Reference
+from benchmarks.fleet_sim.calibration import BALANCES, LABELS, STRATEGIES, Compared
+from benchmarks.fleet_sim.metrics import percentile
+from benchmarks.fleet_sim.model import Model, measured_quiet
 from benchmarks.fleet_sim.study import SCENARIOS, SLOW_SHARE, SLOW_SPEED, STEPS, TASK_SCENARIOS, Result
 from benchmarks.fleet_sim.tasks import BEAT_SECONDS, PRESENCE_SECONDS
 
 TRANSIENT = ("upgrade", "scale-out")
+MEASURED = "measured by calibrate.py"
+WHY_SHED = "docs/benchmarks.md: why-shed"
+BALANCE = "docs/benchmarks.md: balance"
+BALANCE_NAMES = {"round_robin": "round robin", **BALANCES}
 
 
-def model_of_the_cluster(cal: Calibration) -> list[str]:
+def model_of_the_cluster(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
     """How the replay of a real cell is built, each part named after what it models."""
     quiet = cal.step_quiet
     lines = [
@@ -28,15 +34,24 @@ def model_of_the_cluster(cal: Calibration) -> list[str]:
     ]
     if quiet is not None:
         lines.append(
-            "* **A quiet machine's step.** The reference figures come from a quiet machine; the step times in "
-            f"`calibration.json` were measured under a load average of about 20 ({cal.step_short.mean * 1000:.1f} "
-            f"ms for the short call's step), which makes a sieve's step about a fifth dearer. `quiet.py` carries a "
-            f"quiet measurement over instead of a factor: the bare pool of the cluster-efficiency section ("
-            f"{quiet.source}: {quiet.bare_mix * 1000:.1f} ms per step of its mix) times each call's step over that "
-            f"mix, measured side by side ({quiet.ratio:.2f} for the short call, {quiet.long_ratio:.2f} for the "
-            f"long one): {quiet.mean * 1000:.1f} and {quiet.long_mean * 1000:.1f} ms. Measured under load at "
-            "different moments, the six-at-once and two-at-once times differed by the moment more than by "
-            "crowding, so the quiet ones serve for both."
+            "* **A quiet machine's step.** The reference figures come from a quiet machine, and a sieve's step "
+            "costs more CPU beside other work (it shares the caches: 55 ms under a load average of 22 against about "
+            "45 ms quiet, 2026-11-30). `quiet.py` carries a quiet measurement over instead of a factor: the bare "
+            f"pool of the cluster-efficiency section ({quiet.source}: {quiet.bare_mix * 1000:.1f} ms per step of its "
+            f"mix) times each call's step over that mix, measured side by side ({quiet.ratio:.2f} for the short "
+            f"call, {quiet.long_ratio:.2f} for the long one): {quiet.mean * 1000:.1f} and "
+            f"{quiet.long_mean * 1000:.1f} ms. Timed directly with `calibrate.py` ({cal.measured_at}), two at once: "
+            f"{cal.step_short.mean * 1000:.1f} and {cal.step_long.mean * 1000:.1f} ms; six (short) and three (long) "
+            f"at once: {cal.step_crowded.mean * 1000:.1f} and {cal.step_long_crowded.mean * 1000:.1f} ms"
+            + (
+                f", other processes taking {cal.steps_others_share:.0%} of the CPU meanwhile: a quiet machine's, "
+                "measured in the same hour as the reference cells, so the model takes them as they are (six and "
+                "three at once for the replays). The carried-over quiet step came out lower on this host, whose "
+                "speed drifts by several per cent within the hour; it is kept for measurements under load."
+                if measured_quiet(cal) and cal.steps_others_share is not None
+                else ". The model takes the quiet ones for both: measured under load at different moments, the "
+                "crowded and uncrowded times differed by the moment more than by crowding."
+            )
         )
     if cal.scrape is not None:
         lines.append(
@@ -63,51 +78,106 @@ def model_of_the_cluster(cal: Calibration) -> list[str]:
             "the model is off, it finishes more tasks than the real slow rows, and its tasks are more alike than "
             "the real ones (a lower healthy p99 for the same p50). It knows a task's round trips only as CPU: "
             f"`task_cost.py` found a task's creation, listen and pushed result took {own.wall * 1000:.0f} ms of "
-            f"wall time against {(own.client + own.proxy + own.worker + own.redis) * 1000:.0f} ms of CPU on the "
-            "busy machine it ran on (event-loop wake-ups, the push's delivery), waits no quiet machine's figure "
-            "was measured for; each modelled task is that much shorter. Not fitted: read those gaps as the size "
+            f"wall time against {(own.client + own.proxy + own.worker + own.redis) * 1000:.0f} ms of CPU (load "
+            f"average {cal.tasks.load_average:.1f}; event-loop wake-ups, the push's delivery); each modelled task "
+            "is that much shorter. Not fitted: read those gaps as the size "
             "of what is left out."
         )
     lines.append(
-        "* **Not modelled:** the start-up CPU (3.7 s, from a measurement under load; the real quiet upgrades "
-        "started each worker in 2.4 to 2.9 s of wall time against about 4 s in the replay), cache effects of "
-        "SIGSTOP/SIGCONT on the throttled worker, and the two real sources' disagreement itself: the same "
-        "scenario (a) with hand-back gave 1.96 calls/s and a p50 of 3.0 s in the straggler run and about 1.7 "
-        "calls/s and 3.4 s in the why-shed run half an hour later, more than the scrapes explain."
+        f"* **Not modelled:** the start-up's wall time beyond its CPU ({cal.start_up.cpu:.1f} s of CPU, "
+        f"{cal.start_up.wall:.1f} s from start to rotation on an idle cluster), and cache effects of SIGSTOP/SIGCONT "
+        "on the throttled worker."
     )
-    lines.append(
-        "* **One run is a noisy reference.** The why-shed table's single runs of (a) and (c) with staying where "
-        "you land miss by 16 % on p99 (19.0 and 13.8 s real). Three more quiet runs of each "
-        "(`calibrate.py --add-references`; the throttled worker's measured stopped share 74.5 to 75.0 %, where "
-        "the documented rows take the nominal 75 %) gave p99s of 15.5 to 17.8 s and 11.7 to 14.0 s, and the "
-        "model is within 7 % of their means. Both kinds of row stay in the table."
+    lines += [*_noisy(cal, compared), *_balance(compared), *_restarts(cal, compared)]
+    return lines
+
+
+def _noisy(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
+    """Cells the why-shed table ran once and `calibrate.py` ran again: how far one run is from the others."""
+    again = [c for c in compared if c.source == MEASURED]
+    found = []
+    for cell in again:
+        once = [c for c in compared if c.source.startswith(WHY_SHED) and (c.scenario, c.strategy) == _key(cell)]
+        runs = [
+            _p99(ref) for ref in cal.reference if ref.source == MEASURED and (ref.scenario, ref.strategy) == _key(cell)
+        ]
+        if once and runs:
+            found.append(
+                f"{LABELS[cell.scenario]}, {STRATEGIES[cell.strategy]}: one run {once[0].real_p99:.1f} s, "
+                f"{len(runs)} more {min(runs):.1f} to {max(runs):.1f} s, the model {cell.model_p99:.1f} s"
+            )
+    if not found:
+        return []
+    return [
+        "* **One run is a noisy reference.** Some why-shed cells ran again on the same machine "
+        f"(`calibrate.py --add-references`, the rows measured by calibrate.py), p99: {'; '.join(found)}. A single "
+        "run of a 30 s window holds about one call above its p99, so both kinds of row stay in the table."
+    ]
+
+
+def _balance(compared: Sequence[Compared]) -> list[str]:
+    """The balance benchmark's slow cells: each picker's p99, real and modelled."""
+    slow = {c.balance: c for c in compared if c.source.startswith(BALANCE) and c.scenario == "a"}
+    if not slow:
+        return []
+    p99s = ", ".join(
+        f"{BALANCE_NAMES[b]} {c.real_p99:.1f} s real and {c.model_p99:.1f} s modelled" for b, c in slow.items()
     )
-    lines.append(
+    return [
         "* **The balance benchmark, out of sample.** Its cells (`scripts/bench balance`: each proxy balance with "
         "hand-back on, healthy and one worker at a quarter speed) were not used to shape the model; the replay "
-        "runs the proxy's own picker the cell names. With a slow worker among three, the real p99 rose from 5.1 s "
-        "with round robin to 12.2 s with two choices and 11.2 s with least request, and the model's to 13.4 and "
-        "14.5 s. Its traces say why: the slow worker hands every round on at once, so it has the fewest requests "
-        "open and the picker sends the retried round straight back; after three straggler hand-backs in a row the "
-        "round has priority and runs there, slice after slice, at a quarter of the speed. Round robin takes the "
-        "workers in turn whatever they hold, so a retried round goes back to the slow one no more often than any "
-        "other round does."
-    )
-    lines.append(
-        "* **Where a restarted call lands.** In (b) with staying where you land, an old worker can leave only once "
-        "its calls are done, so how long the upgrade takes turns on whether a call restarted before the next "
-        "worker leaves lands on it. Three more quiet runs of that cell (`calibrate.py --add-references`, the rows "
-        "measured by calibrate.py) confirm the gap is the model's, not one run's: the real old workers left in "
-        "72-79 s every time, the replay's in about 96 s, and the replay's longer upgrade runs past the 100 s "
-        "window, so its callers start a fourth call each (12 calls against 9). The traces point at the call "
-        "lengths: the first three real calls of a run took 31.8 to 45.4 s (all three runs; about 10 % spread), the "
-        "replay's 35.5 to 36.8 s. Calls that end together restart together, and the round robin puts two of the "
-        "three on the old workers still to leave, each of which then waits a whole call. Our reading, not "
-        "measured: three step processes on two cores are not shared evenly by Linux's per-core run queues (one "
-        "runs alone on a core for long stretches, the other two share the other), which the replay's even "
-        "sharing by weight leaves out; a per-core model of the shared cores is the next step."
-    )
-    return lines
+        f"runs the proxy's own picker the cell names. With a slow worker among three, p99: {p99s}. The traces "
+        "(`--trace`) say why the pickers lose there: the slow worker hands every round on at once, so it has the "
+        "fewest requests open and the picker sends the retried round straight back; after three straggler "
+        "hand-backs in a row the round has priority and runs there, slice after slice, at a quarter of the "
+        "speed. Round robin takes the workers in turn whatever they hold, so a retried round goes back to the "
+        "slow one no more often than any other round does."
+    ]
+
+
+def _restarts(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
+    """(b) staying where you land: the old workers' leaving time, real runs against the model's."""
+    refs = [ref for ref in cal.reference if ref.scenario == "b" and ref.strategy == "stay"]
+    leaves = sorted(ref.leaving_seconds for ref in refs if ref.leaving_seconds is not None)
+    model = [c.model_extra for c in compared if c.scenario == "b" and c.strategy == "stay" and c.model_extra]
+    firsts = [sorted(s for start, s in ref.calls if start < 1.0) for ref in refs if ref.calls]
+    if not leaves or not model:
+        return []
+    spread = "; ".join(" / ".join(f"{s:.0f}" for s in first) for first in firsts if first)
+    return [
+        "* **Where a restarted call lands.** In (b) with staying where you land, an old worker can leave only "
+        "once its calls are done, so how long the upgrade takes turns on whether a call restarted before the "
+        "next worker leaves lands on an old worker still to leave: each such landing adds a whole call. The real "
+        f"old workers left in {', '.join(f'{x:.0f}' for x in leaves)} s, the model's in {_range(model)} s on "
+        "average over its seeds; a longer upgrade runs past the 100 s window and lets "
+        "callers start one more call. Which way the race goes depends on how far apart the first calls end: "
+        f"the real first calls of each run took {spread} s"
+        + (
+            " (in the order they ended; the first to end was the first leaving worker's in every run traced for "
+            "it, five on 2026-12-01 and -02)"
+            if spread
+            else ""
+        )
+        + ". Sampling the step processes' CPU (/proc, every 0.1 s) in one such run (2026-12-02) showed no "
+        "per-core imbalance: "
+        "all three moved between both cores and each got 0.55 to 0.65 of a core over the first call, the "
+        "leaving worker's the most, with the shares differing by up to a tenth over 15-second windows and the "
+        "same again when a worker's page is read every 50 ms. The replay shares by weight and evenly, so its "
+        "first calls end closer together than the real ones."
+    ]
+
+
+def _range(values: list[float]) -> str:
+    low, high = f"{min(values):.0f}", f"{max(values):.0f}"
+    return low if low == high else f"{low} to {high}"
+
+
+def _key(c: Compared) -> tuple[str, str]:
+    return c.scenario, c.strategy
+
+
+def _p99(ref: Reference) -> float:
+    return percentile([seconds for _, seconds in ref.calls], 99)
 
 
 def coverage(results: Sequence[Result]) -> list[str]:

@@ -32,8 +32,11 @@ from benchmarks.fleet_sim.study import (
     Result,
     run_cell,
 )
+from benchmarks.report import block
 
 ANCHOR_SERVERS, ANCHOR_SERVICE_TIMES = 200, 300.0
+CALIBRATION_SECTION = "fleet-sim-calibration"
+"""The calibration's block inside the section (`benchmarks.report.block`)."""
 
 
 def run_study(
@@ -110,6 +113,26 @@ def _anchor(anchor: Anchor) -> tuple[Anchor, float, int]:
     return anchor, mean, counted
 
 
+def calibration_part(compared: Sequence[Compared], cal: Calibration, seeds: int) -> list[str]:
+    """The calibration table and how the replay is built: its own block of the section, which
+    `--calibration-only` writes again (new measurements) without simulating the study again."""
+    model = Model.from_calibration(cal)
+    return [
+        "### Calibration: the real three-worker figures, real and modelled side by side",
+        "",
+        f"The model of this table: the short call's step {model.step_mean * 1000:.1f} ms two at once and "
+        f"{model.crowded_step_mean * 1000:.1f} ms six at once, the long call's "
+        f"{model.crowded_long_step_mean * 1000:.1f} ms three at once; per hop {model.client_hop * 1000:.2f} ms "
+        f"client, {model.proxy_hop * 1000:.2f} ms proxy, {model.worker_hop * 1000:.2f} ms worker, a worker's "
+        f"start-up {model.start_cpu:.1f} s of CPU, all from `calibration.json` (the study's cells keep the "
+        "calibration they were simulated with: the section's first paragraph names it).",
+        "",
+        *(table(list(compared), cal, seeds) if compared else ["(no reference figures in the calibration file)"]),
+        "",
+        *notes.model_of_the_cluster(cal, compared),
+    ]
+
+
 def section(
     results: Sequence[Result],
     compared: Sequence[Compared],
@@ -136,11 +159,7 @@ def section(
         f"Computing this section took {seconds / 60:.0f} min (the study's cells are kept and can be reused).",
         *_older(model, cal),
         "",
-        "### Calibration: the real three-worker figures, real and modelled side by side",
-        "",
-        *(table(list(compared), cal, seeds) if compared else ["(no reference figures in the calibration file)"]),
-        "",
-        *notes.model_of_the_cluster(cal),
+        block(CALIBRATION_SECTION, "\n".join(calibration_part(compared, cal, seeds))),
     ]
     if anchors:
         lines += [

@@ -9,10 +9,11 @@ you land and handing back lose none.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -109,9 +110,21 @@ def test_the_quiet_step_comes_from_the_reports_bare_pool(tmp_path: Path) -> None
     assert "2026-11-30 05:39 UTC" in source
     cal = load(CALIBRATION)
     cal.step_quiet = QuietStep(0.04, seconds, 2.0, source, long_mean=0.05, long_ratio=2.5)
+    cal.steps_others_share = 0.5  # step times measured beside other work: the quiet step stands in
     model = Model.from_calibration(cal)
     assert (model.step_mean, model.crowded_step_mean) == (0.04, 0.04)
     assert (model.long_step_mean, model.crowded_long_step_mean) == (0.05, 0.05)
+
+
+def test_step_times_measured_on_a_quiet_machine_are_taken_as_they_are() -> None:
+    cal = load(CALIBRATION)
+    cal.step_quiet = QuietStep(0.04, 0.02, 2.0, "a report", long_mean=0.05, long_ratio=2.5)
+    cal.steps_others_share = 0.01
+    model = Model.from_calibration(cal)
+    assert (model.step_mean, model.crowded_step_mean) == (cal.step_short.mean, cal.step_crowded.mean)
+    assert (model.long_step_mean, model.crowded_long_step_mean) == (cal.step_long.mean, cal.step_long_crowded.mean)
+    cal.steps_others_share = None  # not watched (a file from before the watch): as measured under load
+    assert Model.from_calibration(cal).step_mean == 0.04
 
 
 def test_a_why_shed_replay_pays_for_the_benchmarks_scrapes() -> None:
@@ -217,7 +230,32 @@ def test_a_tiny_run_prints_the_calibration_and_the_study() -> None:
     output = run.stdout + run.stderr
     assert run.returncode == 0, output
     assert "### Calibration" in output, output
+    assert "<!-- fleet-sim-calibration:start -->" in output, "the calibration is its own block (--calibration-only)"
     documented = r"^\| docs/benchmarks.md: why-shed, [^|]+ \| \(a\) one at a quarter speed \| hand-back \|"
     assert re.search(documented, output, re.M), output
     assert re.search(r"^\| slow \| 10 \| 0\.90 \|( [*\d.]+ \|){3}$", output, re.M), output
     assert "written to" not in output
+
+
+def test_the_calibration_alone_is_written_into_its_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--calibration-only` replays the measured cells and rewrites their block, the study's text untouched; a
+    report without the block is refused rather than given a second calibration at its end."""
+    from benchmarks.fleet_sim import __main__ as fleet_sim
+    from benchmarks.report import block, write_section
+
+    cal = load(CALIBRATION)
+    cal.reference = [ref for ref in cal.reference if ref.scenario == "healthy"][:1]
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps(asdict(cal)))
+    report = tmp_path / "report.md"
+    write_section("fleet-sim", "the study's tables", report)
+    argv = ["fleet_sim", "--calibration-only", "--calibration", str(calibration), "--report-file", str(report)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--seeds", "1"])
+    assert fleet_sim.main() == 2
+    write_section("fleet-sim", f"the study's tables\n\n{block('fleet-sim-calibration', 'old table')}", report)
+    assert fleet_sim.main() == 0
+    text = report.read_text()
+    assert "old table" not in text
+    assert "the study's tables" in text
+    assert re.search(r"^\| [^|]+ \| healthy \| hand-back \|", text, re.M), text
+    assert text.count("### Calibration") == 1

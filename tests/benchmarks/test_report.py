@@ -15,7 +15,7 @@ from benchmarks._tasks import Recovery
 from benchmarks.fleet_sim import tables
 from benchmarks.fleet_sim.anchors import Anchor
 from benchmarks.fleet_sim.documented import _rows, documented
-from benchmarks.report import markdown_table
+from benchmarks.report import block, has_section, markdown_table, write_section
 from benchmarks.tasks import _recovery_lines
 
 BENCHMARKS = Path(report.__file__).parent
@@ -111,3 +111,19 @@ def test_the_balance_tables_rows_become_one_reference_per_round_with_their_balan
         (12.2, 0.03, "docs/benchmarks.md: balance, 2026-12-02 05:20 UTC")
     }
     assert all(r.warmed_by for r in found if r.scenario == "a")
+
+
+def test_a_block_inside_a_section_is_written_again_alone(tmp_path: Path) -> None:
+    """The fleet simulator's calibration sits inside its section and is written again without the study."""
+    report = tmp_path / "report.md"
+    inner = block("inner", "calibration, first")
+    write_section("outer", f"study before\n\n{inner}\n\nstudy after", report)
+    assert has_section("inner", report)
+    assert not has_section("missing", report)
+    write_section("inner", "calibration, second", report)
+    text = report.read_text()
+    assert "calibration, second" in text
+    assert "calibration, first" not in text
+    assert text.index("study before") < text.index("calibration, second") < text.index("study after")
+    assert text.count("<!-- outer:end -->") == 1
+    assert text.count("<!-- inner:start -->") == 1
