@@ -46,8 +46,8 @@ def model_of_the_cluster(cal: Calibration, compared: Sequence[Compared]) -> list
             + (
                 f", other processes taking {cal.steps_others_share:.0%} of the CPU meanwhile: a quiet machine's, "
                 "measured in the same hour as the reference cells, so the model takes them as they are (six and "
-                "three at once for the replays). The carried-over quiet step came out lower on this host, whose "
-                "speed drifts by several per cent within the hour; it is kept for measurements under load."
+                "three at once for the replays); the carried-over quiet step serves only step times measured "
+                "under load. A host's speed drifts by several per cent within the hour, and hosts differ more."
                 if measured_quiet(cal) and cal.steps_others_share is not None
                 else ". The model takes the quiet ones for both: measured under load at different moments, the "
                 "crowded and uncrowded times differed by the moment more than by crowding."
