@@ -87,9 +87,9 @@ def compare(cal: Calibration, seeds: int) -> list[Compared]:
                 others_share=statistics.fmean(r.others_share for r in refs),
                 real_calls=statistics.fmean(r.completed for r in refs),
                 model_calls=statistics.fmean(r.completed for r in runs),
-                real_p99=statistics.fmean(_p(r, 99) for r in refs),
+                real_p99=statistics.fmean(real_percentile(r, 99) for r in refs),
                 model_p99=statistics.fmean(r.p99 for r in runs),
-                real_p50=statistics.fmean(_p(r, 50) for r in refs),
+                real_p50=statistics.fmean(real_percentile(r, 50) for r in refs),
                 model_p50=statistics.fmean(r.p50 for r in runs),
                 real_extra=_mean([_extra_real(r) for r in refs]),
                 model_extra=_mean([_extra_model(r) for r in runs]),
@@ -100,7 +100,7 @@ def compare(cal: Calibration, seeds: int) -> list[Compared]:
     return found
 
 
-def _p(ref: Reference, q: float) -> float:
+def real_percentile(ref: Reference, q: float) -> float:
     """The cell's percentile: from its calls, or as the report printed it (`documented`)."""
     if not ref.calls:
         printed = ref.p50 if q == 50 else ref.p99 if q == 99 else None

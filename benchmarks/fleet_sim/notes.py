@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchmarks.fleet_sim.calibrate import Calibration, Reference
-from benchmarks.fleet_sim.calibration import BALANCES, LABELS, STRATEGIES, Compared
-from benchmarks.fleet_sim.metrics import percentile
+from benchmarks.fleet_sim.calibrate import Calibration
+from benchmarks.fleet_sim.calibration import BALANCES, LABELS, STRATEGIES, Compared, real_percentile
 from benchmarks.fleet_sim.model import Model, measured_quiet
 from benchmarks.fleet_sim.study import SCENARIOS, SLOW_SHARE, SLOW_SPEED, STEPS, TASK_SCENARIOS, Result
 from benchmarks.fleet_sim.tasks import BEAT_SECONDS, PRESENCE_SECONDS
@@ -48,7 +47,7 @@ def model_of_the_cluster(cal: Calibration, compared: Sequence[Compared]) -> list
                 "measured in the same hour as the reference cells, so the model takes them as they are (six and "
                 "three at once for the replays); the carried-over quiet step serves only step times measured "
                 "under load. A host's speed drifts by several per cent within the hour, and hosts differ more."
-                if measured_quiet(cal) and cal.steps_others_share is not None
+                if measured_quiet(cal)
                 else ". The model takes the quiet ones for both: measured under load at different moments, the "
                 "crowded and uncrowded times differed by the moment more than by crowding."
             )
@@ -99,7 +98,9 @@ def _noisy(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
     for cell in again:
         once = [c for c in compared if c.source.startswith(WHY_SHED) and (c.scenario, c.strategy) == _key(cell)]
         runs = [
-            _p99(ref) for ref in cal.reference if ref.source == MEASURED and (ref.scenario, ref.strategy) == _key(cell)
+            real_percentile(ref, 99)
+            for ref in cal.reference
+            if ref.source == MEASURED and (ref.scenario, ref.strategy) == _key(cell)
         ]
         if once and runs:
             found.append(
@@ -161,8 +162,10 @@ def _restarts(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
         + ". Sampling the step processes' CPU (/proc, every 0.1 s) in one such run (2026-12-02) showed no "
         "per-core imbalance: "
         "all three moved between both cores and each got 0.55 to 0.65 of a core over the first call, the "
-        "leaving worker's the most, with the shares differing by up to a tenth over 15-second windows and the "
-        "same again when a worker's page is read every 50 ms. The replay shares by weight and evenly, so its "
+        "leaving worker's the most, with the shares differing by up to a tenth over 15-second windows. Reading "
+        "one worker's page every 50 ms, as the benchmark reads a leaving worker's, raised its share by about 6 % "
+        "(nine 20-second windows, -11 % to +17 %): a part of the lead at most. The replay shares by weight and "
+        "evenly, so its "
         "first calls end closer together than the real ones."
     ]
 
@@ -174,10 +177,6 @@ def _range(values: list[float]) -> str:
 
 def _key(c: Compared) -> tuple[str, str]:
     return c.scenario, c.strategy
-
-
-def _p99(ref: Reference) -> float:
-    return percentile([seconds for _, seconds in ref.calls], 99)
 
 
 def coverage(results: Sequence[Result]) -> list[str]:
