@@ -48,6 +48,9 @@ from mrtr_protocol.metrics import MetricsPage
 STEPS = "mrtr_worker_compute_steps_total"
 IN_FLIGHT = "mrtr_worker_in_flight_requests"
 
+IDLE_POLL = 0.05
+"""Seconds between two looks at a leaving worker (`_wait_idle`): it is stopped at the first look that finds it idle."""
+
 
 class Strategy(Enum):
     OURS = "checkpoint shedding"
@@ -195,7 +198,7 @@ def _wait_idle(handle: WorkerHandle, steps: Steps, seconds: float) -> bool:
         return scraped[1] == 0
 
     try:
-        wait_until(idle, timeout=seconds, interval=0.05, what=f"{handle.instance_id} idle")
+        wait_until(idle, timeout=seconds, interval=IDLE_POLL, what=f"{handle.instance_id} idle")
     except TimeoutError:
         return False
     return True

@@ -11,6 +11,9 @@ What it measures, each stored in `calibration.json` beside this file (the simula
   main process, from the same call with a hand-back after every step and without any (two one-slot workers
   behind the proxy, as `hop_cost.py` does), and what a call's first round costs each of them;
 * **start-up**: wall time and CPU (the process and its step pool) of a worker from start to in rotation;
+* **the kernel's uneven share** (`uneven_share.py`, alone with `--uneven-share`): how far apart the step
+  processes of three long calls on the three workers get on the machine's cores over windows of 1.25 to 20 s,
+  and the draws of a step pool's weight that spread alike;
 * **the task half's costs** (`task_cost.py`, alone with `--task-cost`): a task's creation and following, a
   slice (take, begin, checkpoint transaction, the pushed change), a step's lease check and a poll, at the
   client, the proxy, the worker and Redis;
@@ -47,6 +50,7 @@ from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run
 from benchmarks.fleet_sim.quiet import QuietStep, quiet_step
 from benchmarks.fleet_sim.scrape_cost import ScrapeCost, scrape_cost
 from benchmarks.fleet_sim.task_cost import Costs, TaskCost, task_cost
+from benchmarks.fleet_sim.uneven_share import UnevenShare, uneven_share
 from benchmarks.report import REPORT, neighbours, parser
 from benchmarks.why_shed import LB_ENV
 from mrtr_client import AsyncClient, RetryPolicy
@@ -121,6 +125,9 @@ class StartUp:
     """Seconds from starting a worker to it being in the proxy's rotation."""
     cpu: float
     """CPU seconds the worker and its step pool used in that time."""
+    gone: float = 0.0
+    """Seconds from stopping an idle worker to its being out of the proxy's pool (its exit, the proxy's next read
+    of the backends file); 0: not measured."""
 
 
 @dataclass
@@ -179,6 +186,8 @@ class Calibration:
     sizes: dict[str, Any]
     reference: list[Reference] = field(default_factory=list)
     step_quiet: QuietStep | None = None
+    """The short call's step on a quiet machine (`quiet.py`): the model scales every step time to it, so that
+    step times measured under load meet reference figures of a quiet machine."""
     scrape: ScrapeCost | None = None
     """What the why-shed benchmark's step-counter scrapes cost (`scrape_cost.py`); None: nothing is paid."""
     tasks: TaskCost | None = None
@@ -186,8 +195,9 @@ class Calibration:
     steps_others_share: float | None = None
     """CPU other processes took while the step times were measured (None: not watched, files before it was): on
     a quiet machine the step times are the machine's own and no quiet step is carried over (`Model`)."""
-    """The short call's step on a quiet machine (`quiet.py`): the model scales every step time to it, so that
-    step times measured under load meet reference figures of a quiet machine."""
+    uneven: UnevenShare | None = None
+    """How unevenly the kernel shares the cores among equal step processes (`uneven_share.py`); None: not
+    measured, the model shares evenly."""
 
 
 def step_times(call: PrimesCall, sample: int, concurrency: int) -> StepTimes:
@@ -299,8 +309,9 @@ def hop_cost(runs: int) -> HopCost:
 
 
 def start_up(cluster: LocalCluster, times: int) -> StartUp:
-    """Start `times` workers one at a time on an idle cluster; each is stopped again."""
-    walls, cpus = [], []
+    """Start `times` workers one at a time on an idle cluster; each is stopped again, as why-shed's upgrade stops
+    a leaving worker once idle, and timed until the proxy no longer lists it."""
+    walls, cpus, gone = [], [], []
     for _ in range(times):
         started = time.monotonic()
         handle = cluster.add_worker()
@@ -308,12 +319,14 @@ def start_up(cluster: LocalCluster, times: int) -> StartUp:
         cpus.append(sum(cpu_seconds(pid) for pid in [handle.process.pid, *_children(handle.process.pid)]))
         cluster.workers.pop(handle.instance_id)
         pool = _children(handle.process.pid)
+        stopping = time.monotonic()
         handle.process.stop()
         cluster.forget_worker(handle)  # out of the proxy's discovery (its admin API has no "remove")
+        gone.append(time.monotonic() - stopping)
         for pid in pool:
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-    return StartUp(statistics.median(walls), statistics.median(cpus))
+    return StartUp(statistics.median(walls), statistics.median(cpus), statistics.median(gone))
 
 
 def _healthy(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) -> Cell:
@@ -419,6 +432,7 @@ def load(path: Path = CALIBRATION) -> Calibration:
         scrape=ScrapeCost(**raw["scrape"]) if raw.get("scrape") else None,
         tasks=_task_cost(raw["tasks"]) if raw.get("tasks") else None,
         steps_others_share=raw.get("steps_others_share"),
+        uneven=UnevenShare(**raw["uneven"]) if raw.get("uneven") else None,
     )
 
 
@@ -470,6 +484,36 @@ def _all_step_times() -> tuple[tuple[StepTimes, StepTimes, StepTimes, StepTimes]
     return found, others
 
 
+def _uneven_share() -> UnevenShare:
+    print("uneven share ...", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
+    cluster = LocalCluster(
+        ClusterConfig(workers=3, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False, lb_env=LB_ENV)
+    )
+    try:
+        cluster.start()
+        found = uneven_share(cluster, LONG)
+    finally:
+        stop_cluster(cluster)
+        shutil.rmtree(work, ignore_errors=True)
+    windows = ", ".join(f"{window} s {spread:.3f}" for window, spread in found.measured.items())
+    print(f"    spread across {found.processes} by window: {windows}", flush=True)
+    print(f"    the model's draws: spread {found.spread:.3f} every {found.period:g} s", flush=True)
+    return found
+
+
+def _start_up() -> StartUp:
+    """`start_up` on a cluster of its own (one worker, idle)."""
+    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
+    cluster = LocalCluster(ClusterConfig(workers=1, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False))
+    try:
+        cluster.start()
+        return start_up(cluster, 3)
+    finally:
+        stop_cluster(cluster)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
     """Step times, hop cost and start-up measured again; the reference cells of `path` kept as they are (and
     with `with_docs`, those of docs/benchmarks.md replaced by the figures there now)."""
@@ -485,16 +529,10 @@ def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
     print("hop cost ...", flush=True)
     kept.step_quiet = quiet_step(SHORT, LONG, REPORT)
     kept.scrape = scrape_cost()
+    kept.uneven = _uneven_share()
     kept.hop = hop_cost(hop_runs)
     print(f"    {kept.hop}", flush=True)
-    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
-    cluster = LocalCluster(ClusterConfig(workers=1, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False))
-    try:
-        cluster.start()
-        kept.start_up = start_up(cluster, 3)
-    finally:
-        stop_cluster(cluster)
-    shutil.rmtree(work, ignore_errors=True)
+    kept.start_up = _start_up()
     kept.measured_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + " (parameters; reference figures earlier)"
     path.write_text(json.dumps(asdict(kept), indent=1) + "\n")
     print(f"written to {path}")
@@ -538,6 +576,12 @@ def main() -> int:
         help="only the quiet step (`quiet.py`: the report's bare pool times a ratio measured now) into --out",
     )
     p.add_argument("--hop-cost", action="store_true", help="only the hop cost (`hop_cost`) into --out")
+    p.add_argument("--start-up", action="store_true", help="only a worker's start-up and stop (`start_up`) into --out")
+    p.add_argument(
+        "--uneven-share",
+        action="store_true",
+        help="only how unevenly the cores are shared among step processes (`uneven_share.py`) into --out",
+    )
     p.add_argument(
         "--scrape-cost", action="store_true", help="only what a step-counter scrape costs (`scrape_cost.py`) into --out"
     )
@@ -553,7 +597,8 @@ def main() -> int:
         help="only the reference cells read from docs/benchmarks.md, replaced by the figures there now, into --out",
     )
     args = p.parse_args()
-    if args.quiet_step or args.scrape_cost or args.task_cost or args.docs_only or args.hop_cost:
+    alone = ("quiet_step", "scrape_cost", "task_cost", "docs_only", "hop_cost", "uneven_share", "start_up")
+    if any(getattr(args, name) for name in alone):
         kept = load(args.out)
         if args.docs_only:
             kept.reference = [r for r in kept.reference if not r.source.startswith("docs/")] + _documented()
@@ -570,6 +615,11 @@ def main() -> int:
         if args.scrape_cost:
             kept.scrape = scrape_cost()
             print(f"scrape: {kept.scrape}")
+        if args.uneven_share:
+            kept.uneven = _uneven_share()
+        if args.start_up:
+            kept.start_up = _start_up()
+            print(f"start-up: {kept.start_up}")
         args.out.write_text(json.dumps(asdict(kept), indent=1) + "\n")
         return 0
     chosen: tuple[tuple[str, Strategy], ...] = CELLS
@@ -604,6 +654,7 @@ def main() -> int:
         scrape=scrape_cost(),
         tasks=task_cost(args.task_runs),
         steps_others_share=others,
+        uneven=_uneven_share(),
     )
     args.out.write_text(json.dumps(asdict(result), indent=1) + "\n")
     print(f"written to {args.out}")

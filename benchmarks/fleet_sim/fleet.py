@@ -17,6 +17,7 @@ killed (its calls' clients get 502 and, with no state, start over).
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Callable, Generator
 from typing import Any
@@ -111,7 +112,7 @@ class Fleet:
         self.proxy.drain(instance)
         instance.drain()
         yield instance.idle
-        self._gone(instance)
+        yield from self._gone(instance)
 
     def leave_waiting(self, instance: Instance, grace: float) -> Generator[simpy.Event, Any, None]:
         """Staying where you land: out of rotation, wait for the calls up to `grace`, then stop (or kill)."""
@@ -121,11 +122,15 @@ class Fleet:
         if instance.busy:
             self.proxy.kill(instance)
         else:
-            self._gone(instance)
+            yield from self._gone(instance)
 
-    def _gone(self, instance: Instance) -> None:
+    def _gone(self, instance: Instance) -> Generator[simpy.Event, Any, None]:
+        """The process exits; the proxy's pool lists it until `leave_lag` later (it still counts in the round
+        robin's positions: a call restarted meanwhile is picked as the real proxy picks it)."""
         instance.alive = False
         instance.stop_cpu()
+        if self.model.leave_lag > 0:
+            yield self.env.timeout(self.model.leave_lag)
         self.proxy.remove(instance)
 
     def throttle(
@@ -137,6 +142,20 @@ class Fleet:
             instance.set_speed(0.0)
             yield self.env.timeout((1 - running) * THROTTLE_PERIOD)
             instance.set_speed(1.0)
+
+    def uneven(self, over: Callable[[], bool]) -> Generator[simpy.Event, Any, None]:
+        """The kernel's per-core run queues on the one shared machine: every step pool's luck drawn afresh every
+        `share_period` s (lognormal, mean 1, the measured `share_spread`) until `over()`. Nothing in the study's
+        layout, where every instance has cores of its own."""
+        host, spread, period = self.shared, self.model.share_spread, self.model.share_period
+        if host is None or spread <= 0 or period <= 0:
+            return
+        luck = random.Random(self.rng.getrandbits(64))  # its own stream: the other draws stay as they were
+        sigma = math.sqrt(math.log(1 + spread * spread))
+        while not over():
+            pools = [i.pool for i in self.instances if i.alive and i.pool is not i.group]  # in order: reproducible
+            host.set_luck({id(pool): luck.lognormvariate(-sigma * sigma / 2, sigma) for pool in pools})
+            yield self.env.timeout(period)
 
     def pauses(
         self, instance: Instance, every: float, length: float, until: float

@@ -52,6 +52,9 @@ class Group:
     speed: float = 1.0
     weight: float = NICE_0
     """CFS's weight of the group's nice level: its jobs' claim on the cores against the others'."""
+    luck: float = 1.0
+    """How far the kernel's per-core run queues favour the group just now (`Host.set_luck`, `uneven_share.py`):
+    its claim is `weight x luck`."""
     virtual: float = 0.0
     """Work (CPU seconds) each runnable job of this group has received since the group was made."""
     jobs: list[tuple[float, int, simpy.Event]] = field(default_factory=list)
@@ -113,6 +116,13 @@ class Host:
         group.speed = speed
         self._settle()
 
+    def set_luck(self, lucks: dict[int, float]) -> None:
+        """New draws of the groups' luck (by `id`), all at one moment."""
+        self._advance()
+        for group in self.groups:
+            group.luck = lucks.get(id(group), group.luck)
+        self._settle()
+
     def _advance(self) -> None:
         """Give every runnable job its work since the last change."""
         now = self.env.now
@@ -161,16 +171,16 @@ def shares(groups: list[Group], cores: float) -> dict[int, float]:
     """Each runnable group's share per job (by `id`): the cores split in proportion to the jobs' weights, no
     job above one core, what a capped job leaves over going to the others (as CFS balances runnable tasks
     across cores). A stopped group (speed 0) is not runnable."""
-    runnable = sorted((g for g in groups if g.jobs and g.speed > 0), key=lambda g: -g.weight)
+    runnable = sorted((g for g in groups if g.jobs and g.speed > 0), key=lambda g: -g.weight * g.luck)
     found: dict[int, float] = {}
     left_cores = cores
-    left_weight = sum(g.weight * len(g.jobs) for g in runnable)
+    left_weight = sum(g.weight * g.luck * len(g.jobs) for g in runnable)
     for group in runnable:  # the heaviest first: if any job is capped at one core, theirs are
         per_weight = left_cores / left_weight if left_weight > 0 else 0.0
-        share = min(1.0, group.weight * per_weight)
+        share = min(1.0, group.weight * group.luck * per_weight)
         found[id(group)] = share
         left_cores -= share * len(group.jobs)
-        left_weight -= group.weight * len(group.jobs)
+        left_weight -= group.weight * group.luck * len(group.jobs)
     return found
 
 

@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from benchmarks._why_shed.fleet import IDLE_POLL
 from benchmarks.fleet_sim.calibrate import Calibration
 from benchmarks.fleet_sim.task_cost import TaskCost
 
@@ -47,6 +48,14 @@ class Model:
     """CPU seconds of a worker's start-up (the process and its step pool)."""
     tasks: TaskCost | None = None
     """What the task half costs around its steps (`task_cost.py`); None: no task cell can run."""
+    leave_lag: float = 0.0
+    """Seconds from a leaving worker's last call's end to its removal from the proxy's pool: the benchmark's next
+    look (half of `IDLE_POLL` on average), the process's exit and the proxy's next read of its backends file
+    (`StartUp.gone`)."""
+    share_spread: float = 0.0
+    """The spread of a step pool's draws of luck on the one shared machine (`uneven_share.py`); 0: even shares."""
+    share_period: float = 0.0
+    """Seconds each draw lasts."""
 
     @classmethod
     def from_calibration(cls, cal: Calibration) -> Model:
@@ -75,6 +84,9 @@ class Model:
             worker_step=max(0.0, hop.worker_step),
             start_cpu=cal.start_up.cpu,
             tasks=cal.tasks,
+            leave_lag=IDLE_POLL / 2 + cal.start_up.gone if cal.start_up.gone > 0 else 0.0,
+            share_spread=cal.uneven.spread if cal.uneven is not None else 0.0,
+            share_period=cal.uneven.period if cal.uneven is not None else 0.0,
         )
 
 

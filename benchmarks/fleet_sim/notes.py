@@ -31,6 +31,8 @@ def model_of_the_cluster(cal: Calibration, compared: Sequence[Compared]) -> list
         "equally, the new workers of the kill-and-start-over upgrade started three times slower, and the calls "
         "they killed ran 19 % longer than the real ones).",
     ]
+    if cal.uneven is not None and cal.uneven.spread > 0:
+        lines.append(_uneven(cal))
     if quiet is not None:
         lines.append(
             "* **A quiet machine's step.** The reference figures come from a quiet machine, and a sieve's step "
@@ -155,19 +157,39 @@ def _restarts(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
         f"the real first calls of each run took {spread} s"
         + (
             " (in the order they ended; the first to end was the first leaving worker's in every run traced for "
-            "it, five on 2026-12-01 and -02)"
+            "it, six on 2026-12-01 and -02)"
             if spread
             else ""
         )
-        + ". Sampling the step processes' CPU (/proc, every 0.1 s) in one such run (2026-12-02) showed no "
-        "per-core imbalance: "
-        "all three moved between both cores and each got 0.55 to 0.65 of a core over the first call, the "
-        "leaving worker's the most, with the shares differing by up to a tenth over 15-second windows. Reading "
-        "one worker's page every 50 ms, as the benchmark reads a leaving worker's, raised its share by about 6 % "
-        "(nine 20-second windows, -11 % to +17 %): a part of the lead at most. The replay shares by weight and "
-        "evenly, so its "
-        "first calls end closer together than the real ones."
+        + ". Sampling the step processes' CPU (/proc, every 0.1 s) in one such run (2026-12-02): all three moved "
+        "between both cores, none kept a core to itself, and each got 0.55 to 0.65 of a core over the first "
+        "call, the leaving worker's the most: the uneven share above. Reading one worker's page every 50 ms, as "
+        "the benchmark reads a leaving worker's, raised its share by about 6 % (nine 20-second windows, -11 % to "
+        "+17 %): a part of the lead at most, not modelled. The replay takes a leaving worker out of the proxy's "
+        f"pool as late as the real one is, {Model.from_calibration(cal).leave_lag * 1000:.0f} ms after its last "
+        "call ends (the benchmark's next look, the process's exit and the proxy's next read of its backends file, "
+        "`StartUp.gone`), so the call its caller restarts at once is picked from the pool the real proxy picks "
+        "from (taken out at once, the round robin's cursor skipped a place and the next restart went to the old "
+        "worker after it)."
     ]
+
+
+def _uneven(cal: Calibration) -> str:
+    """The kernel's uneven share: what was measured and what the model draws."""
+    assert cal.uneven is not None
+    found = cal.uneven
+    windows = ", ".join(f"{spread:.3f} over {window} s" for window, spread in found.measured.items())
+    return (
+        "* **The kernel's uneven share.** Equal calls started together on three workers do not end together: CFS "
+        "keeps a run queue per core and moves processes between them now and then, so for a while one step "
+        "process has a core to itself while two share the other. Measured on the real cluster (`uneven_share.py`: "
+        f"one long call on each of {found.processes} workers, their step processes' CPU read every 0.1 s), the "
+        f"spread across them of the CPU each got: {windows}. The replay draws each step pool's CFS weight afresh "
+        f"every {found.period:g} s from a lognormal of spread {found.spread:.2f}, which spreads alike over those "
+        "windows. Without it the model's calls were more alike than the real ones: healthy p99s 5 to 10 % lower "
+        "(2026-12-02), and an upgrade's first calls ended within a second of each other (the real ones 3 to 8 s "
+        "apart). Three such processes alone on the machine spread less and differently from run to run."
+    )
 
 
 def _range(values: list[float]) -> str:

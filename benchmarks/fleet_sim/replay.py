@@ -32,6 +32,7 @@ from typing import Any
 import simpy
 
 from benchmarks._why_shed.accounting import Sample, seconds_to_share
+from benchmarks._why_shed.fleet import IDLE_POLL
 from benchmarks.fleet_sim.calibrate import Calibration, Reference
 from benchmarks.fleet_sim.client import Call
 from benchmarks.fleet_sim.fleet import Fleet, started
@@ -45,8 +46,6 @@ from mrtr_worker.compute.policy import SheddingSettings
 
 SAMPLE_EVERY = 0.25
 """The real benchmark scrapes every worker's step counter this often (`_why_shed.fleet.Steps`)."""
-IDLE_POLL = 0.05
-"""And a leaving worker's, this often, until it is idle (`_why_shed.fleet._wait_idle`)."""
 STATE = 0.1
 """How often the real upgrade looks whether every worker has a call (`_why_shed.scenarios._busy`)."""
 
@@ -99,6 +98,7 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
     if ref.scraped and cal.scrape is not None and scraper is not None:
         result["scrape"] = (cal.scrape, scraper)
     env.process(_sample(fleet, result, switch))
+    env.process(fleet.uneven(lambda: switch.over))
     scenario = {"healthy": _steady, "a": _steady, "b": _upgrade, "c": _scale_out}[ref.scenario]
     env.process(scenario(fleet, ref, sizes, new_call, calls, switch, result))
     env.run()

@@ -72,6 +72,7 @@ def replay_tasks(cal: Calibration, ref: Reference, seed: int) -> TaskReplayed:
     calls, switch = Calls(), Switch(env)
     window: dict[str, float] = {}
     env.process(_rows(tasks, ref, new_task, calls, switch, window))
+    env.process(fleet.uneven(lambda: switch.over))
     env.run()
     done = [c for c in calls.all if c.ended is not None]
     seconds = [c.seconds for c in done]

@@ -10,6 +10,7 @@ you land and handing back lose none.
 from __future__ import annotations
 
 import json
+import random
 import re
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 import simpy
 
 from benchmarks.fleet_sim.calibrate import CALIBRATION, load
+from benchmarks.fleet_sim.fleet import Fleet
 from benchmarks.fleet_sim.host import Dedicated, Host
 from benchmarks.fleet_sim.model import Model
 from benchmarks.fleet_sim.quiet import QuietStep, bare_mix_step
@@ -27,6 +29,8 @@ from benchmarks.fleet_sim.replay import replay
 from benchmarks.fleet_sim.scrape_cost import ScrapeCost
 from benchmarks.fleet_sim.strategies import STRATEGIES
 from benchmarks.fleet_sim.study import Cell, run_cell
+from mrtr_lb.balancing import Balance
+from mrtr_worker.compute.policy import SheddingSettings
 
 MODEL = Model(
     step_mean=0.05,
@@ -259,3 +263,30 @@ def test_the_calibration_alone_is_written_into_its_block(tmp_path: Path, monkeyp
     assert "the study's tables" in text
     assert re.search(r"^\| [^|]+ \| healthy \| hand-back \|", text, re.M), text
     assert text.count("### Calibration") == 1
+
+
+def test_a_leaving_worker_stays_in_the_proxys_pool_until_the_real_one_would_be_gone() -> None:
+    """The round robin's cursor counts the places in the pool: a restart picked before the real proxy dropped the
+    worker must be picked from the same pool (`Model.leave_lag`: the benchmark's look, the exit, the re-read)."""
+    cal = load(CALIBRATION)
+    assert Model.from_calibration(cal).leave_lag == pytest.approx(0.025 + cal.start_up.gone)
+    env = simpy.Environment()
+    model = replace(MODEL, leave_lag=0.1)
+    fleet = Fleet(env, model, SheddingSettings(enabled=False), Balance.ROUND_ROBIN, random.Random(1), shared_cores=2)
+    leaving, _ = fleet.add(), fleet.add()
+    seen: dict[str, object] = {}
+
+    def leave() -> simpy.events.ProcessGenerator:
+        yield env.process(fleet.leave_waiting(leaving, grace=600.0))
+        seen["left"] = env.now
+
+    def look() -> simpy.events.ProcessGenerator:
+        yield env.timeout(0.05)
+        seen["exited"] = not leaving.alive
+        seen["listed"] = fleet.proxy.pool.get(leaving.name) is not None
+
+    env.process(leave())
+    env.process(look())
+    env.run()
+    assert seen == {"exited": True, "listed": True, "left": pytest.approx(0.1)}
+    assert fleet.proxy.pool.get(leaving.name) is None
