@@ -187,8 +187,10 @@ def _uneven(cal: Calibration) -> str:
         f"spread across them of the CPU each got: {windows}. The replay draws each step pool's CFS weight afresh "
         f"every {found.period:g} s from a lognormal of spread {found.spread:.2f}, which spreads alike over those "
         "windows. Without it the model's calls were more alike than the real ones: healthy p99s 5 to 10 % lower "
-        "(2026-12-02), and an upgrade's first calls ended within a second of each other (the real ones 3 to 8 s "
-        "apart). Three such processes alone on the machine spread less and differently from run to run."
+        "(2026-12-02). It spreads the upgrade's three first calls by a second or two, where the real ones end 3 "
+        "to 8 s apart, the first leaving worker's first: that lead is not the kernel's chance (see where a "
+        "restarted call lands). Three such processes alone on the machine spread less and differently from run "
+        "to run."
     )
 
 
