@@ -6,7 +6,7 @@ between them from time to time, so for a while one process has a core to
 itself and two share the other; over a whole call the shares even out, but
 not entirely (the first calls of a rolling upgrade end seconds apart, though
 they start together and do the same work). The model shares by weight and
-evenly, so without this its equal calls end together.
+evenly, so without this its equal calls are more alike than the real ones.
 
 Measured on the real cluster, as the upgrade's first calls run: three
 workers, shedding off, one long call each through the proxy, the three
@@ -24,12 +24,12 @@ as the measured ones did.
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
 
 from benchmarks._cluster import PrimesCall, _children
+from benchmarks._load import cpu_seconds
 from benchmarks._why_shed.fleet import Strategy, ensure
 from benchmarks._why_shed.scenarios import Callers
 from mrtr_ops.local.cluster import LocalCluster
@@ -44,7 +44,7 @@ SAMPLE_EVERY = 0.1
 PROCESSES = 3
 """Workers, one long call each: the rolling upgrade's first calls."""
 _PHASES = 200
-"""Phases of a window against the draws' period `_window_share` averages over."""
+"""Phases of a window against the draws' period that `window_factor` averages over."""
 
 
 @dataclass
@@ -105,13 +105,11 @@ def _nice(pid: int) -> int | None:
 
 
 def _cpu(pid: int) -> float:
-    """A process's CPU seconds (user and system), from /proc; 0 once it is gone."""
+    """`cpu_seconds`, 0 once the process is gone."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
+        return cpu_seconds(pid)
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def window_spread(samples: list[tuple[float, list[float]]], window: float) -> float | None:
