@@ -14,6 +14,8 @@ What it measures, each stored in `calibration.json` beside this file (the simula
 * **the kernel's uneven share** (`uneven_share.py`, alone with `--uneven-share`): how far apart the step
   processes of three long calls on the three workers get on the machine's cores over windows of 1.25 to 20 s,
   and the draws of a step pool's weight that spread alike;
+* **the polled worker's lift** (`polled_lift.py`, alone with `--polled-lift`): how much more CPU a worker's step
+  process gets while the benchmark reads that worker's page every 50 ms, as why-shed waits for a leaving one;
 * **the task half's costs** (`task_cost.py`, alone with `--task-cost`): a task's creation and following, a
   slice (take, begin, checkpoint transaction, the pushed change), a step's lease check and a poll, at the
   client, the proxy, the worker and Redis;
@@ -47,6 +49,7 @@ from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, clusters, sto
 from benchmarks._load import cpu_seconds
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure
 from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run
+from benchmarks.fleet_sim.polled_lift import PolledLift, polled_lift
 from benchmarks.fleet_sim.quiet import QuietStep, quiet_step
 from benchmarks.fleet_sim.scrape_cost import ScrapeCost, scrape_cost
 from benchmarks.fleet_sim.task_cost import Costs, TaskCost, task_cost
@@ -198,6 +201,9 @@ class Calibration:
     uneven: UnevenShare | None = None
     """How unevenly the kernel shares the cores among equal step processes (`uneven_share.py`); None: not
     measured, the model shares evenly."""
+    polled: PolledLift | None = None
+    """How much more CPU a step process gets while its worker's page is read every 50 ms (`polled_lift.py`);
+    None: not measured, no lift."""
 
 
 def step_times(call: PrimesCall, sample: int, concurrency: int) -> StepTimes:
@@ -433,6 +439,7 @@ def load(path: Path = CALIBRATION) -> Calibration:
         tasks=_task_cost(raw["tasks"]) if raw.get("tasks") else None,
         steps_others_share=raw.get("steps_others_share"),
         uneven=UnevenShare(**raw["uneven"]) if raw.get("uneven") else None,
+        polled=PolledLift(**raw["polled"]) if raw.get("polled") else None,
     )
 
 
@@ -502,6 +509,23 @@ def _uneven_share() -> UnevenShare:
     return found
 
 
+def _polled_lift() -> PolledLift:
+    print("polled worker's lift ...", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
+    cluster = LocalCluster(
+        ClusterConfig(workers=3, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False, lb_env=LB_ENV)
+    )
+    try:
+        cluster.start()
+        found = polled_lift(cluster, LONG)
+    finally:
+        stop_cluster(cluster)
+        shutil.rmtree(work, ignore_errors=True)
+    trials = ", ".join(f"{lift:+.1%}" for lift in found.trials)
+    print(f"    lift {found.lift:+.1%} (trials of {found.seconds:g} s: {trials})", flush=True)
+    return found
+
+
 def _start_up() -> StartUp:
     """`start_up` on a cluster of its own (one worker, idle)."""
     work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
@@ -530,6 +554,7 @@ def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
     kept.step_quiet = quiet_step(SHORT, LONG, REPORT)
     kept.scrape = scrape_cost()
     kept.uneven = _uneven_share()
+    kept.polled = _polled_lift()
     kept.hop = hop_cost(hop_runs)
     print(f"    {kept.hop}", flush=True)
     kept.start_up = _start_up()
@@ -583,6 +608,11 @@ def main() -> int:
         help="only how unevenly the cores are shared among step processes (`uneven_share.py`) into --out",
     )
     p.add_argument(
+        "--polled-lift",
+        action="store_true",
+        help="only a polled worker's lift (`polled_lift.py`: its page read every 50 ms) into --out",
+    )
+    p.add_argument(
         "--scrape-cost", action="store_true", help="only what a step-counter scrape costs (`scrape_cost.py`) into --out"
     )
     p.add_argument(
@@ -597,7 +627,16 @@ def main() -> int:
         help="only the reference cells read from docs/benchmarks.md, replaced by the figures there now, into --out",
     )
     args = p.parse_args()
-    alone = ("quiet_step", "scrape_cost", "task_cost", "docs_only", "hop_cost", "uneven_share", "start_up")
+    alone = (
+        "quiet_step",
+        "scrape_cost",
+        "task_cost",
+        "docs_only",
+        "hop_cost",
+        "uneven_share",
+        "polled_lift",
+        "start_up",
+    )
     if any(getattr(args, name) for name in alone):
         kept = load(args.out)
         if args.docs_only:
@@ -617,6 +656,8 @@ def main() -> int:
             print(f"scrape: {kept.scrape}")
         if args.uneven_share:
             kept.uneven = _uneven_share()
+        if args.polled_lift:
+            kept.polled = _polled_lift()
         if args.start_up:
             kept.start_up = _start_up()
             print(f"start-up: {kept.start_up}")
@@ -655,6 +696,7 @@ def main() -> int:
         tasks=task_cost(args.task_runs),
         steps_others_share=others,
         uneven=_uneven_share(),
+        polled=_polled_lift(),
     )
     args.out.write_text(json.dumps(asdict(result), indent=1) + "\n")
     print(f"written to {args.out}")

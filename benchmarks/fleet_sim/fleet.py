@@ -157,6 +157,12 @@ class Fleet:
             host.set_luck({id(pool): luck.lognormvariate(-sigma * sigma / 2, sigma) for pool in pools})
             yield self.env.timeout(period)
 
+    def polled(self, instance: Instance, polled: bool) -> None:
+        """The benchmark reads `instance`'s page every 50 ms (or stops): on the one shared machine its step pool
+        claims `poll_lift` more of the cores meanwhile (`polled_lift.py`). Nothing in the study's layout."""
+        if instance.pool is not instance.group:  # a step pool of its own: the shared machine's layout
+            instance.pool.set_lift(1 + self.model.poll_lift if polled else 1.0)
+
     def pauses(
         self, instance: Instance, every: float, length: float, until: float
     ) -> Generator[simpy.Event, Any, None]:

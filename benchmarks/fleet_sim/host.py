@@ -54,11 +54,18 @@ class Group:
     """CFS's weight of the group's nice level: its jobs' claim on the cores against the others'."""
     luck: float = 1.0
     """How far the kernel's per-core run queues favour the group just now (`Host.set_luck`, `uneven_share.py`):
-    its claim is `weight x luck`."""
+    its claim is `weight x luck x lift`."""
+    lift: float = 1.0
+    """How far being polled raises the group's claim just now (`Host.set_lift`, `polled_lift.py`)."""
     virtual: float = 0.0
     """Work (CPU seconds) each runnable job of this group has received since the group was made."""
     jobs: list[tuple[float, int, simpy.Event]] = field(default_factory=list)
     """(virtual time the job is done, order, its event), a heap."""
+
+    @property
+    def claim(self) -> float:
+        """Each job's claim on the cores against the others'."""
+        return self.weight * self.luck * self.lift
 
     def run(self, work: float) -> simpy.Event:
         """An event that succeeds once `work` CPU seconds have been given to this job."""
@@ -70,6 +77,9 @@ class Group:
 
     def set_speed(self, speed: float) -> None:
         self.host.set_speed(self, speed)
+
+    def set_lift(self, lift: float) -> None:
+        self.host.set_lift(self, lift)
 
     def stop(self) -> None:
         """The process is gone: its unfinished jobs never finish (a kill), its share goes to the others."""
@@ -123,6 +133,12 @@ class Host:
             group.luck = lucks.get(id(group), group.luck)
         self._settle()
 
+    def set_lift(self, group: Group, lift: float) -> None:
+        """The group's claim raised by `lift` (1: as the others') from now on."""
+        self._advance()
+        group.lift = lift
+        self._settle()
+
     def _advance(self) -> None:
         """Give every runnable job its work since the last change."""
         now = self.env.now
@@ -171,16 +187,16 @@ def shares(groups: list[Group], cores: float) -> dict[int, float]:
     """Each runnable group's share per job (by `id`): the cores split in proportion to the jobs' weights, no
     job above one core, what a capped job leaves over going to the others (as CFS balances runnable tasks
     across cores). A stopped group (speed 0) is not runnable."""
-    runnable = sorted((g for g in groups if g.jobs and g.speed > 0), key=lambda g: -g.weight * g.luck)
+    runnable = sorted((g for g in groups if g.jobs and g.speed > 0), key=lambda g: -g.claim)
     found: dict[int, float] = {}
     left_cores = cores
-    left_weight = sum(g.weight * g.luck * len(g.jobs) for g in runnable)
+    left_weight = sum(g.claim * len(g.jobs) for g in runnable)
     for group in runnable:  # the heaviest first: if any job is capped at one core, theirs are
         per_weight = left_cores / left_weight if left_weight > 0 else 0.0
-        share = min(1.0, group.weight * group.luck * per_weight)
+        share = min(1.0, group.claim * per_weight)
         found[id(group)] = share
         left_cores -= share * len(group.jobs)
-        left_weight -= group.weight * group.luck * len(group.jobs)
+        left_weight -= group.claim * len(group.jobs)
     return found
 
 
@@ -209,6 +225,9 @@ class Dedicated:
     def paused_time(self) -> float:
         ongoing = self.env.now - self._paused_at if self._paused_at is not None else 0.0
         return self._paused_total + ongoing
+
+    def set_lift(self, lift: float) -> None:
+        """Nothing: with cores of its own, a claim against the others' changes nothing."""
 
     def set_speed(self, speed: float) -> None:
         if speed == 0 and self._paused_at is None:

@@ -56,6 +56,9 @@ class Model:
     """The spread of a step pool's draws of luck on the one shared machine (`uneven_share.py`); 0: even shares."""
     share_period: float = 0.0
     """Seconds each draw lasts."""
+    poll_lift: float = 0.0
+    """How much more of the cores a step pool claims while the benchmark reads its worker's page every 50 ms
+    (`polled_lift.py`); 0: none."""
 
     @classmethod
     def from_calibration(cls, cal: Calibration) -> Model:
@@ -87,6 +90,7 @@ class Model:
             leave_lag=IDLE_POLL / 2 + cal.start_up.gone if cal.start_up.gone > 0 else 0.0,
             share_spread=cal.uneven.spread if cal.uneven is not None else 0.0,
             share_period=cal.uneven.period if cal.uneven is not None else 0.0,
+            poll_lift=cal.polled.lift if cal.polled is not None else 0.0,
         )
 
 

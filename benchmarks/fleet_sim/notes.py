@@ -157,15 +157,15 @@ def _restarts(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
         f"the real first calls of each run took {spread} s"
         + (
             " (in the order they ended; the first to end was the first leaving worker's in every run traced for "
-            "it, six on 2026-12-01 and -02)"
+            "it, seven on 2026-12-01 and -02)"
             if spread
             else ""
         )
         + ". Sampling the step processes' CPU (/proc, every 0.1 s) in one such run (2026-12-02): all three moved "
         "between both cores, none kept a core to itself, and each got 0.55 to 0.65 of a core over the first "
-        "call, the leaving worker's the most: the uneven share above. Reading one worker's page every 50 ms, as "
-        "the benchmark reads a leaving worker's, raised its share by about 6 % (nine 20-second windows, -11 % to "
-        "+17 %): a part of the lead at most, not modelled. The replay takes a leaving worker out of the proxy's "
+        "call, the leaving worker's the most: the uneven share above, and "
+        + _polled(cal)
+        + " The replay takes a leaving worker out of the proxy's "
         f"pool as late as the real one is, {Model.from_calibration(cal).leave_lag * 1000:.0f} ms after its last "
         "call ends (the benchmark's next look, the process's exit and the proxy's next read of its backends file, "
         "`StartUp.gone`), so the call its caller restarts at once is picked from the pool the real proxy picks "
@@ -188,9 +188,24 @@ def _uneven(cal: Calibration) -> str:
         f"every {found.period:g} s from a lognormal of spread {found.spread:.2f}, which spreads alike over those "
         "windows. Without it the model's calls were more alike than the real ones: healthy p99s 5 to 10 % lower "
         "(2026-12-02). It spreads the upgrade's three first calls by a second or two, where the real ones end 3 "
-        "to 8 s apart, the first leaving worker's first: that lead is not the kernel's chance (see where a "
-        "restarted call lands). Three such processes alone on the machine spread less and differently from run "
-        "to run."
+        "to 8 s apart, the first leaving worker's first: that lead is not the kernel's chance but the polled "
+        "worker's lift (see where a restarted call lands). Three such processes alone on the machine spread less "
+        "and differently from run to run."
+    )
+
+
+def _polled(cal: Calibration) -> str:
+    """The polled worker's lift: measured, and modelled (or not measured)."""
+    if cal.polled is None:
+        return "reading one worker's page every 50 ms, as the benchmark reads a leaving worker's, is not measured."
+    trials = ", ".join(f"{lift:+.0%}" for lift in cal.polled.trials)
+    return (
+        "the benchmark's own reads: reading one worker's page every 50 ms, as it reads a leaving worker's (on top "
+        "of every page every 0.25 s), gives that worker's step process more of the cores "
+        f"(`polled_lift.py`: {cal.polled.lift:+.0%} over the other two, trials of {cal.polled.seconds:g} s "
+        f"polling each worker in turn: {trials}). The replay raises a step pool's claim by as much while its "
+        "worker is polled so; without it the model's first calls ended within a second or two of each other and "
+        "the restarts landed otherwise."
     )
 
 

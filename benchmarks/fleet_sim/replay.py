@@ -233,9 +233,14 @@ def _scrape(instance: Instance, result: dict[str, Any]) -> Generator[simpy.Event
 
 def _poll_idle(fleet: Fleet, instance: Instance, result: dict[str, Any]) -> Generator[simpy.Event, Any, None]:
     """`_wait_idle`: the leaving worker's page every 50 ms until it is idle or gone (interrupted then)."""
+    if "scrape" not in result:
+        return
+    fleet.polled(instance, True)
     try:
-        while "scrape" in result and instance.alive:
+        while instance.alive:
             yield from _scrape(instance, result)
             yield fleet.env.timeout(IDLE_POLL)
     except simpy.Interrupt:
         return
+    finally:
+        fleet.polled(instance, False)

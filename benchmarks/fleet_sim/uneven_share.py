@@ -65,13 +65,13 @@ def uneven_share(cluster: LocalCluster, call: PrimesCall, seconds: float = 40.0,
     spreads: dict[float, list[float]] = {w: [] for w in WINDOWS}
     for _ in range(trials):
         with Callers(cluster.mcp_url, call, PROCESSES):
-            stepping = wait_until(
-                lambda: _stepping(cluster), timeout=300, interval=SAMPLE_EVERY, what="a call stepping on every worker"
+            pids = wait_until(
+                lambda: stepping(cluster), timeout=300, interval=SAMPLE_EVERY, what="a call stepping on every worker"
             )
             samples: list[tuple[float, list[float]]] = []
             started = time.monotonic()
             while not samples or samples[-1][0] < seconds:  # the last sample at `seconds` or just after
-                samples.append((time.monotonic() - started, [_cpu(pid) for pid in stepping]))
+                samples.append((time.monotonic() - started, [cpu_or_zero(pid) for pid in pids]))
                 time.sleep(SAMPLE_EVERY)
         # Leaving the block lets the calls in flight finish: the next trial starts on idle workers.
         for window, found in spreads.items():
@@ -82,18 +82,26 @@ def uneven_share(cluster: LocalCluster, call: PrimesCall, seconds: float = 40.0,
     return UnevenShare(spread, period, measured, PROCESSES)
 
 
-def _stepping(cluster: LocalCluster) -> list[int] | None:
-    """The step process running a call on each worker (the one of its pool using CPU), once every worker has one."""
+def stepping(cluster: LocalCluster) -> list[int] | None:
+    """The step process running a call on each worker (the one of its pool using CPU), once every worker has one.
+
+    The pool's processes are the worker's children reniced by `STEP_NICENESS` (relative to the worker's own
+    level: under `nice -n 10` they run at 19)."""
     found = []
     for handle in cluster.workers.values():
-        pool = [pid for pid in _children(handle.process.pid) if _nice(pid) == STEP_NICENESS]
-        before = {pid: _cpu(pid) for pid in pool}
+        own = _nice(handle.process.pid)
+        pool = [pid for pid in _children(handle.process.pid) if own is not None and _nice(pid) == _stepping_nice(own)]
+        before = {pid: cpu_or_zero(pid) for pid in pool}
         time.sleep(0.3)
-        busy = [pid for pid in pool if _cpu(pid) > before[pid]]
+        busy = [pid for pid in pool if cpu_or_zero(pid) > before[pid]]
         if len(busy) != 1:
             return None
         found.extend(busy)
     return found
+
+
+def _stepping_nice(worker: int) -> int:
+    return min(worker + STEP_NICENESS, 19)  # the kernel's highest nice level
 
 
 def _nice(pid: int) -> int | None:
@@ -104,7 +112,7 @@ def _nice(pid: int) -> int | None:
         return None
 
 
-def _cpu(pid: int) -> float:
+def cpu_or_zero(pid: int) -> float:
     """`cpu_seconds`, 0 once the process is gone."""
     try:
         return cpu_seconds(pid)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 import simpy
@@ -22,6 +22,7 @@ from benchmarks.fleet_sim.calibrate import CALIBRATION, load
 from benchmarks.fleet_sim.fleet import Fleet
 from benchmarks.fleet_sim.host import Dedicated, Group, Host
 from benchmarks.fleet_sim.model import Model
+from benchmarks.fleet_sim.polled_lift import polled_lift
 from benchmarks.fleet_sim.replay import replay
 from benchmarks.fleet_sim.uneven_share import (
     PERIODS,
@@ -119,22 +120,44 @@ def _luck(cpu: Group | Dedicated) -> float:
     return cpu.luck
 
 
-def test_the_measurement_samples_one_stepping_process_per_worker_of_a_real_cluster(tmp_path: Path) -> None:
-    """`uneven_share` on a real three-worker cluster, briefly: a call of a few seconds on each worker, sampled for
-    2.5 s; the windows that fit are measured, the model's draws fitted to them."""
+@pytest.fixture(scope="module")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Three workers behind the proxy, for the brief runs of both measurements."""
+    work = tmp_path_factory.mktemp("cluster")
     cluster = LocalCluster(
-        ClusterConfig(workers=3, port=0, tool_packs=TOOL_PACKS, work_dir=tmp_path, redis=False, ready_timeout=300)
+        ClusterConfig(workers=3, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False, ready_timeout=300)
     )
     try:
         cluster.start()
-        found = uneven_share(cluster, PrimesCall(500_000_000, primes.DEFAULT_SEGMENT), seconds=2.5, trials=1)
+        yield cluster
     finally:
         stop_cluster(cluster)
+
+
+BRIEF_CALL = PrimesCall(500_000_000, primes.DEFAULT_SEGMENT)
+"""A call of a few seconds."""
+
+
+def test_the_measurement_samples_one_stepping_process_per_worker_of_a_real_cluster(real_cluster: LocalCluster) -> None:
+    """`uneven_share` on a real three-worker cluster, briefly: a call of a few seconds on each worker, sampled for
+    2.5 s; the windows that fit are measured, the model's draws fitted to them."""
+    found = uneven_share(real_cluster, BRIEF_CALL, seconds=2.5, trials=1)
     assert found.processes == 3
     assert set(found.measured) == {"1.25", "2.5"}
     assert all(0 <= spread < 1 for spread in found.measured.values())
     assert found.spread >= 0
     assert found.period in PERIODS
+
+
+def test_the_polled_lift_compares_the_polled_workers_step_process_with_the_others(real_cluster: LocalCluster) -> None:
+    """`polled_lift` on the same cluster, briefly: two trials of 1.5 s, each polling another worker. A step
+    process gets at most a core, the others together at least what one core leaves over, so a lift stays well
+    inside (-1, 2) when the right processes were read (a pid of another process would read 0 CPU: -1)."""
+    found = polled_lift(real_cluster, BRIEF_CALL, seconds=1.5, trials=2)
+    assert len(found.trials) == 2
+    assert all(-0.9 < lift < 2 for lift in found.trials)
+    assert found.lift == pytest.approx(statistics.fmean(found.trials))
+    assert found.seconds == 1.5
 
 
 def test_a_seed_reproduces_a_replay_with_its_draws_of_luck() -> None:
