@@ -37,9 +37,10 @@ SMOKE = {
         *("--duration", "2", "--repeats", "1", "--balances", "least_request", "--scenarios", "a"),
         *("--limit", "10000000", "--trace", "1"),
     ],
-    # a minute at most: a few seconds of capacity, half a minute of soak, tasks expiring after 5 s
+    # under a minute: a few seconds of capacity, 18 s of soak in three 6 s windows, tasks expiring after 5 s
+    # (the fixture's long pole: 30 s of soak made it 15 s longer)
     "soak": [
-        *("--duration", "5", "--minutes", "0.5", "--window", "10", "--sample", "1", "--ttl", "5", "--callers", "4")
+        *("--duration", "5", "--minutes", "0.3", "--window", "6", "--sample", "1", "--ttl", "5", "--callers", "4")
     ],
 }
 

@@ -150,14 +150,14 @@ def test_the_measurement_samples_one_stepping_process_per_worker_of_a_real_clust
 
 
 def test_the_polled_lift_compares_the_polled_workers_step_process_with_the_others(real_cluster: LocalCluster) -> None:
-    """`polled_lift` on the same cluster, briefly: two trials of 1.5 s, each polling another worker. A step
+    """`polled_lift` on the same cluster, briefly: two trials of 1 s, each polling another worker. A step
     process gets at most a core, the others together at least what one core leaves over, so a lift stays well
     inside (-1, 2) when the right processes were read (a pid of another process would read 0 CPU: -1)."""
-    found = polled_lift(real_cluster, BRIEF_CALL, seconds=1.5, trials=2)
+    found = polled_lift(real_cluster, PrimesCall(200_000_000, primes.DEFAULT_SEGMENT), seconds=1.0, trials=2)
     assert len(found.trials) == 2
     assert all(-0.9 < lift < 2 for lift in found.trials)
     assert found.lift == pytest.approx(statistics.fmean(found.trials))
-    assert found.seconds == 1.5
+    assert found.seconds == 1.0
 
 
 def test_a_seed_reproduces_a_replay_with_its_draws_of_luck() -> None:
