@@ -1,7 +1,7 @@
 """Measure the fleet simulator's parameters and reference figures on the real three-worker cluster.
 
-    nice -n 10 .venv/bin/python -m benchmarks.fleet_sim.calibrate [--repeats N] [--out PATH]
-    nice -n 10 .venv/bin/python -m benchmarks.fleet_sim.calibrate --add-references --cells a:stay --repeats 3
+    .venv/bin/python -m benchmarks.fleet_sim.calibrate [--repeats N] [--out PATH]
+    .venv/bin/python -m benchmarks.fleet_sim.calibrate --add-references --cells a:stay --repeats 3
 
 What it measures, each stored in `calibration.json` beside this file (the simulator reads nothing else):
 
@@ -25,7 +25,10 @@ What it measures, each stored in `calibration.json` beside this file (the simula
   share of the CPU other processes took during each cell and the slow instance's measured stopped share.
 
 The machine is shared: the other processes' share is a measured parameter of each cell (the simulator gives
-its cluster only the cores left over), never a correction fitted afterwards.
+its cluster only the cores left over), never a correction fitted afterwards. Run it at the normal priority,
+as the benchmarks run: under `nice` the workers' step processes are reniced from the workers' level (nice 19
+against 10 instead of 10 against 0), and the shares among them and the event loops are not the ones the model
+takes.
 """
 
 from __future__ import annotations
