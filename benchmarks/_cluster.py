@@ -42,6 +42,11 @@ class PrimesCall:
     limit: int
     segment: int
 
+    def __post_init__(self) -> None:
+        # Answers are checked on the callers' threads, where a missing count would only end the thread.
+        if self.limit not in primes.KNOWN_COUNTS:
+            raise ValueError(f"no known count of primes up to {self.limit:,}: use one of {sorted(primes.KNOWN_COUNTS)}")
+
     @property
     def arguments(self) -> dict[str, Any]:
         return {"limit": self.limit, "segment": self.segment}
