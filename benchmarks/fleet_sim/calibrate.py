@@ -43,7 +43,8 @@ import signal
 import statistics
 import tempfile
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -353,21 +354,9 @@ def references(
 ) -> tuple[list[Reference], StartUp]:
     """Run every cell `repeats` times; each kept cell is written to `progress` at once (a long run that fails
     late keeps what it measured)."""
-    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
-    config = ClusterConfig(
-        workers=3,
-        port=0,
-        tool_packs=TOOL_PACKS,
-        work_dir=work,
-        redis=False,
-        ready_timeout=300,
-        lb_env=LB_ENV,
-    )
-    cluster = LocalCluster(config)
     watch = neighbours()
     found: list[Reference] = []
-    try:
-        cluster.start()
+    with _measuring_cluster(3) as cluster:
         ensure(cluster, 3, Strategy.OURS)
         starting = start_up(cluster, 3)
         for repeat in range(repeats):
@@ -388,13 +377,27 @@ def references(
                 print(f"    {_summary(found[-1])}", flush=True)
                 if progress is not None:
                     progress.write_text(json.dumps([asdict(ref) for ref in found], indent=1) + "\n")
+    return found, starting
+
+
+@contextmanager
+def _measuring_cluster(workers: int) -> Iterator[LocalCluster]:
+    """A cluster as why-shed runs it (no Redis, a proxy that waits for long calls) for one measurement:
+    stopped afterwards, its work dir removed, or kept and named if the measurement failed."""
+    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
+    config = ClusterConfig(
+        workers=workers, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False, ready_timeout=300, lb_env=LB_ENV
+    )
+    cluster = LocalCluster(config)
+    try:
+        cluster.start()
+        yield cluster
     except BaseException:
         print(f"logs kept in {work}")
         raise
     finally:
         stop_cluster(cluster)
     shutil.rmtree(work, ignore_errors=True)
-    return found, starting
 
 
 def _reference(cell: Cell, others_share: float, began: float) -> Reference:
@@ -496,16 +499,8 @@ def _all_step_times() -> tuple[tuple[StepTimes, StepTimes, StepTimes, StepTimes]
 
 def _uneven_share() -> UnevenShare:
     print("uneven share ...", flush=True)
-    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
-    cluster = LocalCluster(
-        ClusterConfig(workers=3, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False, lb_env=LB_ENV)
-    )
-    try:
-        cluster.start()
+    with _measuring_cluster(3) as cluster:
         found = uneven_share(cluster, LONG)
-    finally:
-        stop_cluster(cluster)
-        shutil.rmtree(work, ignore_errors=True)
     windows = ", ".join(f"{window} s {spread:.3f}" for window, spread in found.measured.items())
     print(f"    spread across {found.processes} by window: {windows}", flush=True)
     print(f"    the model's draws: spread {found.spread:.3f} every {found.period:g} s", flush=True)
@@ -514,16 +509,8 @@ def _uneven_share() -> UnevenShare:
 
 def _polled_lift() -> PolledLift:
     print("polled worker's lift ...", flush=True)
-    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
-    cluster = LocalCluster(
-        ClusterConfig(workers=3, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False, lb_env=LB_ENV)
-    )
-    try:
-        cluster.start()
+    with _measuring_cluster(3) as cluster:
         found = polled_lift(cluster, LONG)
-    finally:
-        stop_cluster(cluster)
-        shutil.rmtree(work, ignore_errors=True)
     trials = ", ".join(f"{lift:+.1%}" for lift in found.trials)
     print(f"    lift {found.lift:+.1%} (trials of {found.seconds:g} s: {trials})", flush=True)
     return found
@@ -531,14 +518,8 @@ def _polled_lift() -> PolledLift:
 
 def _start_up() -> StartUp:
     """`start_up` on a cluster of its own (one worker, idle)."""
-    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-"))
-    cluster = LocalCluster(ClusterConfig(workers=1, port=0, tool_packs=TOOL_PACKS, work_dir=work, redis=False))
-    try:
-        cluster.start()
+    with _measuring_cluster(1) as cluster:
         return start_up(cluster, 3)
-    finally:
-        stop_cluster(cluster)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
