@@ -66,6 +66,19 @@ from mrtr_protocol.rounds import HAND_BACK_REASONS
 from mrtr_worker.compute import primes
 
 CALIBRATION = Path(__file__).resolve().parent / "calibration.json"
+PARTS = {
+    "quiet_step": "the quiet step",
+    "scrape_cost": "a scrape's cost",
+    "hop_cost": "the hop cost",
+    "uneven_share": "the uneven share",
+    "polled_lift": "the polled worker's lift",
+    "start_up": "a worker's start-up and stop",
+}
+"""The parts a flag measures alone, as `Calibration.parts` names them (the task half's costs keep their own time,
+`TaskCost.measured_at`; the reference cells read from the report, their sources')."""
+PARAMETERS = frozenset(PARTS.values())
+"""What `--parameters-only` measures again: their earlier times go."""
+ADDED_RUNS = "more runs of why-shed's cells (`--add-references`)"
 SHORT = PrimesCall(100_000_000, primes.DEFAULT_SEGMENT)
 LONG = PrimesCall(2_000_000_000, primes.DEFAULT_SEGMENT)
 HOP_CALL = PrimesCall(10_000_000, 100_000)
@@ -208,6 +221,18 @@ class Calibration:
     polled: PolledLift | None = None
     """How much more CPU a step process gets while its worker's page is read every 50 ms (`polled_lift.py`);
     None: not measured, no lift."""
+    parts: dict[str, str] = field(default_factory=dict)
+    """What was measured apart from the rest, after `measured_at` (a flag that measures one part, more runs of
+    reference cells), and when: the report names each beside `measured_at` (`when_measured`)."""
+
+
+def when_measured(cal: Calibration) -> str:
+    """When the calibration was measured: `measured_at`, then each part measured apart and its time."""
+    return "; ".join([cal.measured_at, *(f"{part} {when}" for part, when in cal.parts.items())])
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
 def step_times(call: PrimesCall, sample: int, concurrency: int) -> StepTimes:
@@ -446,6 +471,7 @@ def load(path: Path = CALIBRATION) -> Calibration:
         steps_others_share=raw.get("steps_others_share"),
         uneven=UnevenShare(**raw["uneven"]) if raw.get("uneven") else None,
         polled=PolledLift(**raw["polled"]) if raw.get("polled") else None,
+        parts=raw.get("parts", {}),
     )
 
 
@@ -542,7 +568,8 @@ def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
     kept.hop = hop_cost(hop_runs)
     print(f"    {kept.hop}", flush=True)
     kept.start_up = _start_up()
-    kept.measured_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + " (parameters; reference figures earlier)"
+    kept.measured_at = f"{_now()} (the parameters)"
+    kept.parts = {part: when for part, when in kept.parts.items() if part not in PARAMETERS}
     path.write_text(json.dumps(asdict(kept), indent=1) + "\n")
     print(f"written to {path}")
     return 0
@@ -551,8 +578,11 @@ def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
 def _add_references(path: Path, repeats: int, cells: tuple[tuple[str, Strategy], ...]) -> int:
     """More real runs of some cells beside those kept: one real run of a cell is a noisy reference."""
     kept = load(path)
+    began = _now()
     found, _ = references(repeats, cells, path.with_suffix(".partial.json"))
     kept.reference = [*kept.reference, *found]
+    runs = f"{began} to {_now()[11:]}"
+    kept.parts[ADDED_RUNS] = f"{kept.parts[ADDED_RUNS]}, {runs}" if ADDED_RUNS in kept.parts else runs
     path.write_text(json.dumps(asdict(kept), indent=1) + "\n")
     print(f"{len(found)} reference cells added to {path}")
     return 1 if any(ref.errors for ref in found) else 0
@@ -645,6 +675,7 @@ def main() -> int:
         if args.start_up:
             kept.start_up = _start_up()
             print(f"start-up: {kept.start_up}")
+        kept.parts.update({PARTS[name]: _now() for name in alone if getattr(args, name) and name in PARTS})
         args.out.write_text(json.dumps(asdict(kept), indent=1) + "\n")
         return 0
     chosen: tuple[tuple[str, Strategy], ...] = CELLS
@@ -665,7 +696,7 @@ def main() -> int:
     print(f"start-up: {starting}")
     result = Calibration(
         machine=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        measured_at=_now(),
         cores=os.cpu_count() or 1,
         step_short=short,
         step_long=long,
