@@ -122,7 +122,7 @@ def compare(cal: Calibration, seeds: int) -> list[Compared]:
                 balance=balance,
                 repeats=len(refs),
                 others_share=statistics.fmean(r.others_share for r in refs),
-                real_calls=statistics.fmean(r.completed for r in refs),
+                real_calls=statistics.fmean(calls),
                 model_calls=statistics.fmean(r.completed for r in runs),
                 real_p99=statistics.fmean(p99s),
                 model_p99=statistics.fmean(r.p99 for r in runs),
@@ -188,13 +188,13 @@ def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
             f"{c.real_calls:.0f}",
             _spread(c.real_calls_range, "{:.0f}"),
             f"{c.model_calls:.0f}",
-            f"{c.calls_gap:+.0%}",
+            _gap(c.calls_gap),
         )
         p99 = (
             f"{c.real_p99:.1f}",
             _spread(c.real_p99_range, "{:.1f}"),
             f"{c.model_p99:.1f}",
-            f"{c.p99_gap:+.0%}",
+            _gap(c.p99_gap),
         )
         p50 = f"{c.real_p50:.1f} / {c.model_p50:.1f}"
         rows.append((*cell, *calls, *p99, p50, extra, "yes" if c.within else "**no**"))
@@ -217,7 +217,7 @@ def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
     if worst is not None:
         lines[-1] += (
             f" The largest gap: {LABELS.get(worst.scenario, worst.scenario)}, {_strategy(worst)} "
-            f"(calls {worst.calls_gap:+.0%}, p99 {worst.p99_gap:+.0%})."
+            f"(calls {_gap(worst.calls_gap)}, p99 {_gap(worst.p99_gap)})."
         )
     return lines
 
@@ -225,6 +225,13 @@ def table(compared: list[Compared], cal: Calibration, seeds: int) -> list[str]:
 def _strategy(c: Compared) -> str:
     name = STRATEGIES.get(c.strategy, c.strategy)
     return name if c.balance == "round_robin" else f"{name}, {BALANCES.get(c.balance, c.balance)}"
+
+
+def _gap(gap: float) -> str:
+    """A gap in whole per cent, but to a tenth where whole per cent would hide which side of the target it is
+    (+15.4 % is out, and would print as +15 %)."""
+    whole = f"{gap:+.0%}"
+    return f"{gap:+.1%}" if abs(round(gap * 100)) == round(TOLERANCE * 100) else whole
 
 
 def _spread(bounds: tuple[float, float] | None, figure: str) -> str:

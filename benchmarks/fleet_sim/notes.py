@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchmarks.fleet_sim.calibrate import Calibration
+from benchmarks.fleet_sim.calibrate import Calibration, Reference
 from benchmarks.fleet_sim.calibration import BALANCE, BALANCES, LABELS, STRATEGIES, Compared
 from benchmarks.fleet_sim.model import Model, measured_quiet
 from benchmarks.fleet_sim.study import SCENARIOS, SLOW_SHARE, SLOW_SPEED, STEPS, TASK_SCENARIOS, Result
@@ -142,21 +142,19 @@ def _restarts(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
     refs = [ref for ref in cal.reference if ref.scenario == "b" and ref.strategy == "stay"]
     leaves = sorted(ref.leaving_seconds for ref in refs if ref.leaving_seconds is not None)
     model = [c.model_extra for c in compared if c.scenario == "b" and c.strategy == "stay" and c.model_extra]
-    firsts = [sorted(s for start, s in ref.calls if start < 1.0) for ref in refs if ref.calls]
     if not leaves or not model:
         return []
-    spread = "; ".join(" / ".join(f"{s:.0f}" for s in first) for first in firsts if first)
+    spread = "; ".join(" / ".join(f"{s:.0f}" for s in _first_calls(ref)) for ref in refs if ref.calls)
     return [
         "* **Where a restarted call lands.** In (b) with staying where you land, an old worker can leave only "
         "once its calls are done, so how long the upgrade takes turns on whether a call restarted before the "
         "next worker leaves lands on an old worker still to leave: each such landing adds a whole call. The real "
         f"old workers left in {', '.join(f'{x:.0f}' for x in leaves)} s, the model's in {_range(model)} s on "
         "average over its seeds; a longer upgrade runs past the 100 s window and lets "
-        "callers start one more call. Which way the race goes depends on how far apart the first calls end: "
-        f"the real first calls of each run took {spread} s"
+        "callers start one more call. Which way the race goes depends on how far apart the first calls end"
         + (
-            " (in the order they ended; the first to end was the first leaving worker's in every run traced for "
-            "it, seven on 2026-12-01 and -02)"
+            f": the real first calls of each run took {spread} s (in the order they ended; the first to end was "
+            "the first leaving worker's in every run traced for it, seven on 2026-12-01 and -02)"
             if spread
             else ""
         )
@@ -171,6 +169,13 @@ def _restarts(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
         "from (taken out at once, the round robin's cursor skipped a place and the next restart went to the old "
         "worker after it)."
     ]
+
+
+def _first_calls(ref: Reference) -> list[float]:
+    """Seconds of the calls the callers began with (together, within a second of the first), shortest first: a
+    cell's own start is not at 0 when its workers were started for it."""
+    began = min(start for start, _ in ref.calls)
+    return sorted(seconds for start, seconds in ref.calls if start < began + 1.0)
 
 
 def _uneven(cal: Calibration) -> str:

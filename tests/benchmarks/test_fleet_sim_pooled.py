@@ -4,6 +4,8 @@ stay rows of their own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from benchmarks.fleet_sim.calibrate import CALIBRATION, Reference, load
 from benchmarks.fleet_sim.calibration import Compared, pooled, sources, table
 from benchmarks.fleet_sim.notes import model_of_the_cluster
@@ -82,3 +84,25 @@ def test_the_notes_name_each_pooled_cells_runs_and_whether_the_model_falls_among
     assert "5 runs, calls 7 to 10, p99 47.9 to 55.6 s (the model 10 calls, 49.2 s)" in text
     assert "3 runs, calls 7 to 9, p99 47.9 to 55.6 s (the model 10 calls, 49.2 s, outside the runs' range)" in text
     assert text.count(" runs, calls ") == 2
+
+
+def test_the_upgrades_first_calls_are_those_the_callers_began_with_wherever_the_cell_began() -> None:
+    cal = load(CALIBRATION)
+    late = [(6.4, 49.7), (6.4, 55.1), (6.5, 59.5), (49.7 + 6.4, 49.1), (55.1 + 6.4, 41.3)]
+    cal.reference = [
+        Reference(
+            "b", "stay", [(start - 6.0, seconds) for start, seconds in late], 9, 0, 0.0, 0.01, leaving_seconds=78
+        ),
+        Reference("b", "stay", late, 9, 0, 0.0, 0.01, leaving_seconds=80),
+    ]
+    staying = _compared(MEASURED, 2, (9.0, 9.0))
+    text = "\n".join(model_of_the_cluster(cal, [staying]))
+    assert "The real old workers left in 78, 80 s, the model's in 117 s" in text
+    assert "the real first calls of each run took 50 / 55 / 60; 50 / 55 / 60 s (in the order they ended" in text
+
+
+def test_a_gap_just_past_the_target_shows_which_side_it_is() -> None:
+    out = replace(_compared(WHY_SHED, 3, (8.0, 9.0)), real_calls=8.667, model_calls=10.0)
+    row = next(line for line in table([out], load(CALIBRATION), seeds=6) if line.startswith("| docs/"))
+    assert "| 9 | 8 to 9 | 10 | +15.4% |" in row
+    assert row.endswith("| **no** |")
