@@ -35,6 +35,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
+from dataclasses import dataclass
 from enum import Enum
 
 import httpx
@@ -156,6 +157,32 @@ def ensure(cluster: LocalCluster, count: int, strategy: Strategy) -> list[str]:
         _stop(handle)
     missing = count - len(cluster.workers)
     return [*cluster.workers, *(add_workers(cluster, missing, strategy) if missing > 0 else [])][:count]
+
+
+@dataclass(frozen=True)
+class RoundRobin:
+    """Where the proxy's round robin stands over a cell's workers as the cell begins (`/lb/backends`).
+
+    With staying where you land, which old worker a restarted call lands on during the upgrade (and so
+    whether it must wait for a whole call more before it leaves) turns on it; the fleet model starts there.
+    """
+
+    order: tuple[int, ...]
+    """The cell's workers (their places in the cell's list) in the order of the proxy's pool; a worker that
+    joins later goes after them."""
+    next: int | None
+    """The one the next request goes to (its place in the cell's list); None under another balance."""
+
+
+def round_robin(cluster: LocalCluster, names: list[str]) -> RoundRobin | None:
+    """The proxy's round robin over `names` now; None if the pool lacks one of them."""
+    urls = [cluster.workers[name].lb_url for name in names]
+    listing = [entry for entry in cluster.lb.backends() if entry["url"] in urls]
+    order = tuple(urls.index(entry["url"]) for entry in listing)
+    if sorted(order) != list(range(len(urls))):
+        return None
+    upcoming = [urls.index(entry["url"]) for entry in listing if entry.get("next")]
+    return RoundRobin(order, upcoming[0] if upcoming else None)
 
 
 def _settings(handle: WorkerHandle) -> dict[str, str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from benchmarks._cluster import PrimesCall
 from benchmarks._why_shed.accounting import lost_steps, seconds_to_share
-from benchmarks._why_shed.fleet import Steps, Strategy, add_workers, ensure, leave
+from benchmarks._why_shed.fleet import RoundRobin, Steps, Strategy, add_workers, ensure, leave, round_robin
 from benchmarks._why_shed.load import Load, closed_loop
 from benchmarks.straggler import Throttle
 from mrtr_ops.local.cluster import LocalCluster
@@ -74,6 +74,8 @@ class Cell:
     added_at: float | None = None
     """(c): `time.monotonic()` when both new instances were in rotation."""
     stopped_share: float | None = None
+    round_robin: RoundRobin | None = None
+    """The proxy's round robin over the cell's first workers as its load began."""
 
     def p(self, q: int) -> float:
         """The `q`-th percentile of the latency of every call that returned (seconds)."""
@@ -132,18 +134,20 @@ def run(cluster: LocalCluster, scenario: str, strategy: Strategy, sizes: Sizes) 
 
 
 def _slow_instance(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) -> Cell:
-    first, *_ = ensure(cluster, 3, strategy)
-    with Steps(cluster) as steps, Throttle(cluster.workers[first].process.pid) as throttle:
+    workers = ensure(cluster, 3, strategy)
+    turned = round_robin(cluster, workers)
+    with Steps(cluster) as steps, Throttle(cluster.workers[workers[0]].process.pid) as throttle:
         with Callers(cluster.mcp_url, sizes.short, sizes.callers) as callers:
             time.sleep(sizes.duration)  # the load runs for a fixed window: nothing to wait for
         executed = steps.executed()
-    cell = Cell("a", strategy, callers.load, sizes.short.steps, executed)
+    cell = Cell("a", strategy, callers.load, sizes.short.steps, executed, round_robin=turned)
     cell.stopped_share = throttle.stopped_share
     return cell
 
 
 def _rolling_upgrade(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) -> Cell:
     old = ensure(cluster, 3, strategy)
+    turned = round_robin(cluster, old)
     leaving = 0.0
     with Steps(cluster) as steps:
         with Callers(cluster.mcp_url, sizes.long, sizes.long_callers) as callers:
@@ -163,13 +167,13 @@ def _rolling_upgrade(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) ->
                 what="the calls in flight when the upgrade started",
             )
         executed = steps.executed()
-    cell = Cell("b", strategy, callers.load, sizes.long.steps, executed, upgrade_seconds=upgrade)
+    cell = Cell("b", strategy, callers.load, sizes.long.steps, executed, upgrade_seconds=upgrade, round_robin=turned)
     cell.leaving_seconds = leaving
     return cell
 
 
 def _scale_out(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) -> Cell:
-    ensure(cluster, 2, strategy)
+    turned = round_robin(cluster, ensure(cluster, 2, strategy))
     with Steps(cluster) as steps:
         with Callers(cluster.mcp_url, sizes.short, sizes.overload) as callers:
             time.sleep(sizes.warmup)  # an overload under way before the new instances come
@@ -178,7 +182,16 @@ def _scale_out(cluster: LocalCluster, strategy: Strategy, sizes: Sizes) -> Cell:
             time.sleep(sizes.duration)
         executed = steps.executed()
         share = seconds_to_share(steps.samples, new, added_at - steps.started, fair_share=2 / 4)
-    return Cell("c", strategy, callers.load, sizes.short.steps, executed, share_seconds=share, added_at=added_at)
+    return Cell(
+        "c",
+        strategy,
+        callers.load,
+        sizes.short.steps,
+        executed,
+        share_seconds=share,
+        added_at=added_at,
+        round_robin=turned,
+    )
 
 
 def _busy(cluster: LocalCluster, steps: Steps, names: list[str], count: int) -> None:

@@ -187,6 +187,12 @@ class Reference:
     cells); the straggler benchmark does not."""
     balance: str = "round_robin"
     """The proxy's `MRTR_LB_BALANCE` (the balance benchmark's cells run each one; every other cell the default)."""
+    pool_order: list[int] | None = None
+    """The cell's first workers (their places in the order the cell made them, which is the order the upgrade
+    replaces them in) in the order of the real proxy's pool as the cell began; None: not recorded."""
+    next_pick: int | None = None
+    """Which of them the real proxy's round robin was to send the next request to (`/lb/backends`' `next`); the
+    replay starts its round robin there, and draws it per seed where this is None."""
 
 
 @dataclass
@@ -439,6 +445,8 @@ def _reference(cell: Cell, others_share: float, began: float) -> Reference:
         leaving_seconds=cell.leaving_seconds,
         share_seconds=cell.share_seconds,
         stopped_share=cell.stopped_share,
+        pool_order=list(cell.round_robin.order) if cell.round_robin else None,
+        next_pick=cell.round_robin.next if cell.round_robin else None,
     )
 
 

@@ -148,13 +148,27 @@ def _restarts(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
     return [
         "* **Where a restarted call lands.** In (b) with staying where you land, an old worker can leave only "
         "once its calls are done, so how long the upgrade takes turns on whether a call restarted before the "
-        "next worker leaves lands on an old worker still to leave: each such landing adds a whole call. The real "
-        f"old workers left in {', '.join(f'{x:.0f}' for x in leaves)} s, the model's in {_range(model)} s on "
-        "average over its seeds; a longer upgrade runs past the 100 s window and lets "
-        "callers start one more call. Which way the race goes depends on how far apart the first calls end"
+        "next worker leaves lands on an old worker still to leave: each such landing adds a whole call. The first "
+        "call to end is the first leaving worker's, and its caller's next call goes where the proxy's round robin "
+        "points. With the pool in the order the old workers leave: on the first (drained, so skipped) or the "
+        "second, it lands on the second, which then waits for it before it leaves; on the third, on the third, "
+        "which leaves last anyway. Three real runs on 2026-12-03 with the round robin turned on purpose before "
+        "the cell (requests through the proxy until `/lb/backends` named the wanted worker `next`): turned to the "
+        "first, the old workers left in 117 s; turned to the third, in 76 s, and once in 136 s, when the machine "
+        "was busy with another job, the first calls ended within 4 s of each other and the second worker's own "
+        "caller called again before that worker was drained, and landed there. Every run now records where the "
+        "round robin stood as its cell began (`Reference.pool_order`, `next_pick`) and the replay starts its pool "
+        "there; for a run that did not (before 2026-12-03) each seed draws both"
+        + _turned(refs)
+        + ". On 2026-12-03 the replays of the two runs that recorded it left in 84 to 90 s in 10 of 12 seeds, "
+        "those of the three that did not in 5 of 18 (in 128 to 134 s in the rest: two draws in three put the "
+        "round robin on the first or second worker): the model's gap in this row is in the runs it has to guess"
+        + f". The real old workers left in {', '.join(f'{x:.0f}' for x in leaves)} s, the model's in "
+        f"{_range(model)} s on average over its seeds; a longer upgrade runs past the 100 s window and lets "
+        "callers start one more call. How far apart the first calls end decides the rest of the race"
         + (
             f": the real first calls of each run took {spread} s (in the order they ended; the first to end was "
-            "the first leaving worker's in every run traced for it, seven on 2026-12-01 and -02)"
+            "the first leaving worker's in every run traced for it, ten from 2026-12-01 to -03)"
             if spread
             else ""
         )
@@ -169,6 +183,19 @@ def _restarts(cal: Calibration, compared: Sequence[Compared]) -> list[str]:
         "from (taken out at once, the round robin's cursor skipped a place and the next restart went to the old "
         "worker after it)."
     ]
+
+
+def _turned(refs: Sequence[Reference]) -> str:
+    """Where the round robin stood in the runs that recorded it, and how long their old workers took to leave."""
+    runs = [
+        f"pool {', '.join(str(place + 1) for place in ref.pool_order)}, next {ref.next_pick + 1}: "
+        f"{ref.leaving_seconds:.0f} s"
+        for ref in refs
+        if ref.pool_order is not None and ref.next_pick is not None and ref.leaving_seconds is not None
+    ]
+    if not runs:
+        return ""
+    return " (the runs that recorded it, the old workers numbered in the order they leave: " + "; ".join(runs) + ")"
 
 
 def _first_calls(ref: Reference) -> list[float]:

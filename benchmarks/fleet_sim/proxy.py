@@ -90,6 +90,14 @@ class Proxy:
             if name not in joined and self._backends[name].eligible:
                 other.rebalance()
 
+    def turn_to(self, instance: Instance) -> None:
+        """Move the round robin on until `instance` is its next pick (where a real run's proxy stood)."""
+        backend = self._backends[instance.name]
+        for _ in range(len(self.pool)):
+            if self.pool.next_pick() is backend:
+                return
+            self.pool.pick()
+
     def drain(self, instance: Instance) -> None:
         """Out of rotation (the operator's drain on the proxy): no new request goes there."""
         self.pool.set_drained(self._backends[instance.name], True)

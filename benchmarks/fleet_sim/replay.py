@@ -120,6 +120,25 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
     )
 
 
+def first_workers(fleet: Fleet, ref: Reference, count: int) -> list[Instance]:
+    """The cell's first workers, in rotation as the real proxy had them when the run began: in its pool's order,
+    its round robin turned to the one it sent the next request to. Where the run did not record them, both
+    are drawn: a real run begins wherever the cells before it left the proxy.
+
+    Why it matters: which old worker a call restarted during an upgrade lands on (and so whether that worker
+    must wait for a whole call more before it leaves) follows from where the round robin stood.
+    """
+    workers = [fleet.add(join=False) for _ in range(count)]
+    known = ref.pool_order is not None and sorted(ref.pool_order) == list(range(count))
+    order = ref.pool_order if known and ref.pool_order is not None else fleet.rng.sample(range(count), count)
+    for place in order:
+        fleet.proxy.join(workers[place], rebalance=False)
+    if fleet.proxy.pool.picker is None:
+        upcoming = ref.next_pick if known and ref.next_pick is not None else fleet.rng.randrange(count)
+        fleet.proxy.turn_to(workers[upcoming])
+    return workers
+
+
 def _steady(
     fleet: Fleet,
     ref: Reference,
@@ -130,7 +149,7 @@ def _steady(
     result: dict[str, Any],
 ) -> Generator[simpy.Event, Any, None]:
     env = fleet.env
-    workers = [fleet.add() for _ in range(3)]
+    workers = first_workers(fleet, ref, 3)
     if ref.warmed_by:  # the row before on the same workers: their standing learns the healthy pace, uncounted
         before = Switch(env)
         warming = closed_loop(env, fleet.client, sizes["callers"], new_call, before, Calls())
@@ -158,7 +177,7 @@ def _upgrade(
     result: dict[str, Any],
 ) -> Generator[simpy.Event, Any, None]:
     env = fleet.env
-    old = [fleet.add() for _ in range(3)]
+    old = first_workers(fleet, ref, 3)
     callers = closed_loop(env, fleet.client, sizes["long_callers"], new_call, switch, calls)
     while sum(worker.busy > 0 for worker in old) < min(len(old), sizes["long_callers"]):
         yield env.timeout(STATE)
@@ -196,8 +215,7 @@ def _scale_out(
     result: dict[str, Any],
 ) -> Generator[simpy.Event, Any, None]:
     env = fleet.env
-    for _ in range(2):
-        fleet.add()
+    first_workers(fleet, ref, 2)
     samples: list[Sample] = result["samples"]
     callers = closed_loop(env, fleet.client, sizes["overload"], new_call, switch, calls)
     yield env.timeout(sizes["warmup"])

@@ -25,7 +25,7 @@ from benchmarks.fleet_sim.fleet import Fleet
 from benchmarks.fleet_sim.host import Dedicated, Host
 from benchmarks.fleet_sim.model import Model
 from benchmarks.fleet_sim.quiet import QuietStep, bare_mix_step
-from benchmarks.fleet_sim.replay import replay
+from benchmarks.fleet_sim.replay import first_workers, replay
 from benchmarks.fleet_sim.scrape_cost import ScrapeCost
 from benchmarks.fleet_sim.strategies import STRATEGIES
 from benchmarks.fleet_sim.study import Cell, run_cell
@@ -290,3 +290,25 @@ def test_a_leaving_worker_stays_in_the_proxys_pool_until_the_real_one_would_be_g
     env.run()
     assert seen == {"exited": True, "listed": True, "left": pytest.approx(0.1)}
     assert fleet.proxy.pool.get(leaving.name) is None
+
+
+def test_a_replay_starts_its_round_robin_where_the_real_proxy_stood() -> None:
+    """A real run records its proxy's pool order and next pick (`/lb/backends`); the replay's pool starts the same,
+    and where a run recorded neither, each seed draws them."""
+    cal = load(CALIBRATION)
+    ref = next(r for r in cal.reference if r.scenario == "b" and r.strategy == "stay")
+
+    def start(pool_order: list[int] | None, next_pick: int | None, seed: int) -> tuple[tuple[int, ...], int]:
+        settings, rng = SheddingSettings(enabled=False), random.Random(seed)
+        fleet = Fleet(simpy.Environment(), MODEL, settings, Balance.ROUND_ROBIN, rng, shared_cores=2)
+        workers = first_workers(fleet, replace(ref, pool_order=pool_order, next_pick=next_pick), 3)
+        names = [w.name for w in workers]
+        upcoming = fleet.proxy.pool.next_pick()
+        assert upcoming is not None
+        return tuple(names.index(b.url) for b in fleet.proxy.pool), names.index(upcoming.url)
+
+    assert start([2, 0, 1], 2, seed=1) == ((2, 0, 1), 2)
+    assert start([2, 0, 1], 1, seed=1) == ((2, 0, 1), 1)
+    drawn = {start(None, None, seed) for seed in range(30)}
+    assert len({next_pick for _, next_pick in drawn}) == 3
+    assert len({order for order, _ in drawn}) > 1

@@ -5,7 +5,9 @@ machine's cores and fits the model's draws to it; the model's host gives a
 step pool's jobs a claim of its weight times its luck. The measurement itself
 (long calls on a real cluster for minutes) runs in `calibrate.py
 --uneven-share`; here it runs for seconds, and the arithmetic and the model
-are checked on known inputs.
+are checked on known inputs. The real cluster started here also serves the
+other brief real-cluster checks of the replay's inputs (the polled lift, the
+record of where the proxy's round robin stands): start-ups dominate on two cores.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 import simpy
 
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, stop_cluster
+from benchmarks._why_shed.fleet import RoundRobin, round_robin
 from benchmarks.fleet_sim.calibrate import CALIBRATION, load
 from benchmarks.fleet_sim.fleet import Fleet
 from benchmarks.fleet_sim.host import Dedicated, Group, Host
@@ -33,6 +36,7 @@ from benchmarks.fleet_sim.uneven_share import (
     window_factor,
     window_spread,
 )
+from mrtr_client import Client
 from mrtr_lb.balancing import Balance
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_worker.compute import primes
@@ -167,3 +171,17 @@ def test_a_seed_reproduces_a_replay_with_its_draws_of_luck() -> None:
     runs = [replay(cal, ref, seed=3) for _ in range(3)]
     assert runs[0] == runs[1] == runs[2]
     assert replay(cal, ref, seed=4) != runs[0]
+
+
+def test_a_cell_records_where_the_real_proxys_round_robin_stands(real_cluster: LocalCluster) -> None:
+    """why-shed's record of the round robin (`round_robin`, from `/lb/backends`' `next`) on the same cluster (one
+    start serves the module): a request through the proxy moves the next pick one place on in the pool's order."""
+    names = list(real_cluster.workers)
+    before = round_robin(real_cluster, names)
+    assert before is not None
+    assert before.next is not None
+    assert sorted(before.order) == list(range(len(names)))
+    with Client(real_cluster.mcp_url) as client:
+        assert client.list_tools()  # one request, one pick
+    place = before.order.index(before.next)
+    assert round_robin(real_cluster, names) == RoundRobin(before.order, before.order[(place + 1) % len(names)])

@@ -57,3 +57,30 @@ def test_sync_source_adds_and_removes_only_its_own() -> None:
     assert [b.url for b in removed] == [URLS[1]]
     assert [b.url for b in pool] == [URLS[0], URLS[2]]  # the static one stays
     assert pool.sync_source("dns", [URLS[2]]) == ([], [])
+
+
+def test_next_pick_is_what_pick_returns_and_moves_nothing() -> None:
+    pool = healthy_pool()
+    first = pool.get(URLS[0])
+    assert first is not None
+    pool.pick()  # the cursor now at the second
+    pool.set_drained(first, True)
+    seen = []
+    for _ in range(6):
+        upcoming = pool.next_pick()
+        assert upcoming is pool.next_pick()  # asking twice moves nothing
+        assert upcoming is pool.pick()
+        seen.append(upcoming.url if upcoming else None)
+    assert seen == [URLS[1], URLS[2], URLS[3], URLS[1], URLS[2], URLS[3]]
+    assert [entry["next"] for entry in pool.snapshot()] == [False, True, False, False]
+
+
+def test_next_pick_under_another_balance_or_none_in_rotation() -> None:
+    pool = healthy_pool()
+    pool.picker = lambda backends, excluded: backends[0]
+    assert pool.next_pick() is None
+    assert not any(entry["next"] for entry in pool.snapshot())
+    pool.picker = None
+    for backend in pool:
+        pool.set_drained(backend, True)
+    assert pool.next_pick() is None

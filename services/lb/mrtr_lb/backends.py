@@ -165,15 +165,31 @@ class BackendPool:
         excluded: Collection[Backend] = set(exclude) if exclude else ()
         if self.picker is not None:
             return self.picker(self._backends, excluded)
-        backends = self._backends
-        count = len(backends)
-        cursor = self._cursor
+        index = self._round_robin(excluded)
+        if index is None:
+            return None
+        self._cursor = (index + 1) % len(self._backends)
+        return self._backends[index]
+
+    def next_pick(self) -> Backend | None:
+        """The backend the round robin sends the next request to, the cursor left where it is; None under
+        another balance (its choice depends on the requests open when it is asked) or with none in rotation.
+
+        Which old backend a request lands on during a rolling upgrade turns on it, so `/lb/backends` shows it.
+        """
+        if self.picker is not None:
+            return None
+        index = self._round_robin(())
+        return None if index is None else self._backends[index]
+
+    def _round_robin(self, excluded: Collection[Backend]) -> int | None:
+        """The index of the first eligible backend from the cursor on, skipping `excluded`."""
+        count = len(self._backends)
         for step in range(count):
-            index = (cursor + step) % count
-            backend = backends[index]
+            index = (self._cursor + step) % count
+            backend = self._backends[index]
             if backend.healthy and not backend.drained and backend not in excluded:
-                self._cursor = (index + 1) % count
-                return backend
+                return index
         return None
 
     def set_health(self, backend: Backend, healthy: bool, reason: str | None = None) -> None:
@@ -201,4 +217,6 @@ class BackendPool:
                 self._joined(backend)
 
     def snapshot(self) -> list[dict[str, object]]:
-        return [b.as_json() for b in self._backends]
+        """Every backend in the pool's order; `next` marks the one the round robin picks next."""
+        upcoming = self.next_pick()
+        return [{**b.as_json(), "next": b is upcoming} for b in self._backends]
