@@ -17,8 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._balance_order import Slot, schedule
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, stop_cluster
-from benchmarks._why_shed.fleet import Steps, Strategy, ensure
+from benchmarks._why_shed.fleet import Steps, Strategy, ensure, round_robin
 from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run, trace
 from benchmarks.fleet_sim.metrics import percentile
 from benchmarks.report import markdown_table, parser, publish
@@ -30,33 +31,29 @@ BALANCES = ("round_robin", "two_choices", "least_request")
 SCENARIOS = {"healthy": "all healthy", "a": "one at a quarter speed"}
 
 
+def sizes_of(duration: float = 30.0, callers: int = 6, limit: int = 100_000_000) -> Sizes:
+    """A cell's load: `callers` closed-loop callers of `count_primes(limit)` for `duration` seconds."""
+    short = PrimesCall(limit, primes.DEFAULT_SEGMENT)
+    return Sizes(duration, short, short, callers, 0, 0.0, 2.0, 600.0)
+
+
 def _healthy(cluster: LocalCluster, sizes: Sizes) -> Cell:
-    ensure(cluster, 3, Strategy.OURS)
+    workers = ensure(cluster, 3, Strategy.OURS)
+    turned = round_robin(cluster, workers)
     with Steps(cluster) as steps:
         with Callers(cluster.mcp_url, sizes.short, sizes.callers) as callers:
             time.sleep(sizes.duration)  # the load runs for a fixed window: nothing to wait for
         executed = steps.executed()
-    return Cell("healthy", Strategy.OURS, callers.load, sizes.short.steps, executed)
+    return Cell("healthy", Strategy.OURS, callers.load, sizes.short.steps, executed, round_robin=turned)
 
 
-def main() -> int:
-    p = parser(__doc__, duration=30.0, duration_help="seconds of load per cell")
-    p.add_argument("--callers", type=int, default=6, help="closed-loop callers (default 6)")
-    p.add_argument("--repeats", type=int, default=2, help="rounds of every cell (default 2)")
-    p.add_argument("--balances", default=",".join(BALANCES), help=f"subset of {','.join(BALANCES)}")
-    p.add_argument("--limit", type=int, default=100_000_000, choices=sorted(primes.KNOWN_COUNTS))
-    p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"subset of {','.join(SCENARIOS)}")
-    p.add_argument("--trace", type=int, default=0, metavar="N", help="print each cell's N slowest calls, hop by hop")
-    args = p.parse_args()
-    short = PrimesCall(args.limit, primes.DEFAULT_SEGMENT)
-    sizes = Sizes(args.duration, short, short, args.callers, 0, 0.0, 2.0, 600.0)
-    balances = [b.strip() for b in args.balances.split(",")]
-    scenarios = [s.strip() for s in args.scenarios.split(",")]
-    if unknown := set(scenarios) - set(SCENARIOS):
-        p.error(f"unknown scenarios {sorted(unknown)}: choose from {','.join(SCENARIOS)}")
-    work = Path(tempfile.mkdtemp(prefix="mrtr-balance-"))
+def measure(
+    balances: list[str], scenarios: list[str], sizes: Sizes, repeats: int, work: Path, slowest: int = 0
+) -> list[tuple[Slot, Cell]]:
+    """Every cell in `schedule` order, each balance on a cluster of its own started first (in `work`, kept if
+    the run fails); `slowest` > 0 prints each cell's slowest calls, hop by hop."""
     started: dict[str, LocalCluster] = {}
-    cells: dict[tuple[str, str], list[Cell]] = {}
+    cells: list[tuple[Slot, Cell]] = []
     try:
         for balance in balances:
             config = ClusterConfig(
@@ -69,22 +66,41 @@ def main() -> int:
                 lb_env={"MRTR_LB_BALANCE": balance},
             )
             started[balance] = LocalCluster(config).start()
-        for repeat in range(args.repeats):
-            for scenario in scenarios:
-                for balance in balances if repeat % 2 == 0 else reversed(balances):
-                    print(f"[{repeat + 1}/{args.repeats}] {SCENARIOS[scenario]}: {balance} ...", flush=True)
-                    cluster = started[balance]
-                    healthy = scenario == "healthy"
-                    cell = _healthy(cluster, sizes) if healthy else run(cluster, "a", Strategy.OURS, sizes)
-                    cells.setdefault((scenario, balance), []).append(cell)
-                    if args.trace:
-                        print("\n".join(trace(cell, args.trace)), flush=True)
+        for slot in schedule(balances, scenarios, repeats):
+            print(f"[{slot.round + 1}/{repeats}] {SCENARIOS[slot.scenario]}: {slot.balance} ...", flush=True)
+            cluster = started[slot.balance]
+            healthy = slot.scenario == "healthy"
+            cell = _healthy(cluster, sizes) if healthy else run(cluster, "a", Strategy.OURS, sizes)
+            cells.append((slot, cell))
+            if slowest:
+                print("\n".join(trace(cell, slowest)), flush=True)
     except BaseException:
         print(f"logs kept in {work}")
         raise
     finally:
         for cluster in started.values():
             stop_cluster(cluster)
+    return cells
+
+
+def main() -> int:
+    p = parser(__doc__, duration=30.0, duration_help="seconds of load per cell")
+    p.add_argument("--callers", type=int, default=6, help="closed-loop callers (default 6)")
+    p.add_argument("--repeats", type=int, default=2, help="rounds of every cell (default 2)")
+    p.add_argument("--balances", default=",".join(BALANCES), help=f"subset of {','.join(BALANCES)}")
+    p.add_argument("--limit", type=int, default=100_000_000, choices=sorted(primes.KNOWN_COUNTS))
+    p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"subset of {','.join(SCENARIOS)}")
+    p.add_argument("--trace", type=int, default=0, metavar="N", help="print each cell's N slowest calls, hop by hop")
+    args = p.parse_args()
+    sizes = sizes_of(args.duration, args.callers, args.limit)
+    balances = [b.strip() for b in args.balances.split(",")]
+    scenarios = [s.strip() for s in args.scenarios.split(",")]
+    if unknown := set(scenarios) - set(SCENARIOS):
+        p.error(f"unknown scenarios {sorted(unknown)}: choose from {','.join(SCENARIOS)}")
+    work = Path(tempfile.mkdtemp(prefix="mrtr-balance-"))
+    cells: dict[tuple[str, str], list[Cell]] = {}
+    for slot, cell in measure(balances, scenarios, sizes, args.repeats, work, args.trace):
+        cells.setdefault((slot.scenario, slot.balance), []).append(cell)
     shutil.rmtree(work, ignore_errors=True)
     publish(NAME, report(cells, balances, sizes, args.repeats), write=not args.no_report)
     bad = any(c.load.wrong or c.load.errors for runs in cells.values() for c in runs)

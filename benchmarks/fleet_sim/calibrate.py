@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.fleet_sim.calibrate [--repeats N] [--out PATH]
     .venv/bin/python -m benchmarks.fleet_sim.calibrate --add-references --cells a:stay --repeats 3
+    .venv/bin/python -m benchmarks.fleet_sim.calibrate --add-balance --repeats 3
 
 What it measures, each stored in `calibration.json` beside this file (the simulator reads nothing else):
 
@@ -23,6 +24,9 @@ What it measures, each stored in `calibration.json` beside this file (the simula
   upgrade, the scale-out from 2 to 4) as `benchmarks/why_shed.py` runs them, with checkpoint shedding and
   with staying where you land (and kill and start over in the upgrade), every call's latency kept, with the
   share of the CPU other processes took during each cell and the slow instance's measured stopped share.
+* **the balance cells** (alone with `--add-balance`): the balance benchmark's cells run as `benchmarks/balance.py`
+  runs them (a cluster per proxy balance, healthy and one at a quarter speed, round after round), every call
+  kept, with where the round robin stood and what each cluster served before the cell.
 
 The machine is shared: the other processes' share is a measured parameter of each cell (the simulator gives
 its cluster only the cores left over), never a correction fitted afterwards. Run it at the normal priority,
@@ -45,10 +49,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks import balance
+from benchmarks._balance_order import history, schedule
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, clusters, stop_cluster
 from benchmarks._load import cpu_seconds
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure
@@ -79,6 +85,9 @@ PARTS = {
 PARAMETERS = frozenset(PARTS.values())
 """What `--parameters-only` measures again: their earlier times go."""
 ADDED_RUNS = "more runs of why-shed's cells (`--add-references`)"
+ADDED_BALANCE = "runs of the balance benchmark's cells (`--add-balance`)"
+BALANCE_MEASURED = "measured by calibrate.py: balance"
+"""The source of a balance cell `--add-balance` ran, followed by when its run began."""
 SHORT = PrimesCall(100_000_000, primes.DEFAULT_SEGMENT)
 LONG = PrimesCall(2_000_000_000, primes.DEFAULT_SEGMENT)
 HOP_CALL = PrimesCall(10_000_000, 100_000)
@@ -177,9 +186,12 @@ class Reference:
     in_window: bool = False
     """Calls done count only calls that ended within the window (the straggler benchmark's rule); else every
     call completed, those in flight at the end included (why-shed's)."""
-    warmed_by: float | None = None
-    """Seconds of healthy load the same workers served just before the cell (the straggler benchmark's slow row
-    with shedding on follows its healthy row on one cluster): each worker's standing has learned its pace."""
+    before: list[tuple[str, float]] = field(default_factory=list)
+    """What the same workers served before the cell, oldest first: ("healthy", s) of load, ("a", s) of load with
+    the cell's first worker at a quarter speed, ("idle", s) while the benchmark ran other clusters' cells. The
+    straggler benchmark's slow row with shedding on follows its healthy row on one cluster; the balance
+    benchmark's cells follow every earlier round's (`benchmarks._balance_order.history`). Each worker's standing
+    carries over what it learned: the healthy pace, or that it was slow."""
     on_slow: float | None = None
     """Task cells: the share of the slices begun on the slow worker (the straggler-tasks table's "on slow")."""
     scraped: bool = True
@@ -193,6 +205,9 @@ class Reference:
     next_pick: int | None = None
     """Which of them the real proxy's round robin was to send the next request to (`/lb/backends`' `next`); the
     replay starts its round robin there, and draws it per seed where this is None."""
+    run: str | None = None
+    """The benchmark run this cell is one round of, where a run's figures are of all its rounds' calls together
+    (the balance table); None: a run of its own."""
 
 
 @dataclass
@@ -470,9 +485,7 @@ def load(path: Path = CALIBRATION) -> Calibration:
         hop=HopCost(**{"worker_step": 0.0, **raw["hop"]}),
         start_up=StartUp(**raw["start_up"]),
         sizes=raw["sizes"],
-        reference=[
-            Reference(**{**ref, "calls": [tuple(call) for call in ref["calls"]]}) for ref in raw.get("reference", [])
-        ],
+        reference=[_reference_of(ref) for ref in raw.get("reference", [])],
         step_quiet=QuietStep(**raw["step_quiet"]) if raw.get("step_quiet") else None,
         scrape=ScrapeCost(**raw["scrape"]) if raw.get("scrape") else None,
         tasks=_task_cost(raw["tasks"]) if raw.get("tasks") else None,
@@ -480,6 +493,16 @@ def load(path: Path = CALIBRATION) -> Calibration:
         uneven=UnevenShare(**raw["uneven"]) if raw.get("uneven") else None,
         polled=PolledLift(**raw["polled"]) if raw.get("polled") else None,
         parts=raw.get("parts", {}),
+    )
+
+
+def _reference_of(raw: dict[str, Any]) -> Reference:
+    """A stored reference cell; files before `Reference.before` said `warmed_by` (seconds of healthy load)."""
+    fields = {key: value for key, value in raw.items() if key != "warmed_by"}
+    warmed = raw.get("warmed_by")
+    before = raw.get("before", [["healthy", warmed]] if warmed else [])
+    return Reference(
+        **{**fields, "calls": [tuple(call) for call in raw["calls"]], "before": [tuple(part) for part in before]}
     )
 
 
@@ -596,6 +619,43 @@ def _add_references(path: Path, repeats: int, cells: tuple[tuple[str, Strategy],
     return 1 if any(ref.errors for ref in found) else 0
 
 
+def _add_balance(path: Path, rounds: int) -> int:
+    """The balance benchmark's cells, `rounds` rounds run as balance.py runs them, added to the reference cells
+    in `path`: each with its calls, where the round robin stood and what its cluster served before it."""
+    kept = load(path)
+    began = _now()
+    sizes = balance.sizes_of()
+    balances, scenarios = list(balance.BALANCES), list(balance.SCENARIOS)
+    order = schedule(balances, scenarios, rounds)
+    watch = neighbours()
+    mark = watch.mark() if watch is not None else None
+    work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-balance-"))
+    measured = balance.measure(balances, scenarios, sizes, rounds, work)
+    shutil.rmtree(work, ignore_errors=True)
+    share = watch.share_since(mark) if watch is not None and mark is not None else 0.0
+    source = f"{BALANCE_MEASURED}, {began}"
+    found = []
+    for index, (slot, cell) in enumerate(measured):
+        first = min((call.started for call in cell.load.calls), default=0.0)
+        found.append(
+            replace(
+                _reference(cell, share, first),
+                source=source,
+                duration=sizes.duration,
+                before=history(order, index, sizes.duration),
+                balance=slot.balance,
+                run=source,
+            )
+        )
+        print(f"    {slot.scenario}, {slot.balance}, round {slot.round + 1}: {_summary(found[-1])}", flush=True)
+    kept.reference = [*kept.reference, *found]
+    runs = f"{began} to {_now()[11:]}"
+    kept.parts[ADDED_BALANCE] = f"{kept.parts[ADDED_BALANCE]}, {runs}" if ADDED_BALANCE in kept.parts else runs
+    path.write_text(json.dumps(asdict(kept), indent=1) + "\n")
+    print(f"{len(found)} balance cells added to {path}")
+    return 1 if any(ref.errors for ref in found) else 0
+
+
 def main() -> int:
     p = parser(__doc__, duration=SIZES.duration, duration_help="unused: the scenarios keep why_shed.py's sizes")
     p.add_argument("--repeats", type=int, default=1, help="runs of every reference cell (default 1)")
@@ -616,6 +676,11 @@ def main() -> int:
         "--add-references",
         action="store_true",
         help="run the --cells --repeats times and add them to the reference cells in --out (parameters kept)",
+    )
+    p.add_argument(
+        "--add-balance",
+        action="store_true",
+        help="run the balance benchmark's cells, --repeats rounds, and add them to the reference cells in --out",
     )
     p.add_argument(
         "--quiet-step",
@@ -694,6 +759,8 @@ def main() -> int:
         return _parameters_only(args.out, args.hop_runs, args.with_docs)
     if args.add_references:
         return _add_references(args.out, args.repeats, chosen)
+    if args.add_balance:
+        return _add_balance(args.out, args.repeats)
     print("step times ...", flush=True)
     (short, long, crowded, long_crowded), others = _all_step_times()
     print("hop cost ...", flush=True)

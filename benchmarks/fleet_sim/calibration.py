@@ -3,7 +3,9 @@
 A cell's real figures are the mean over its real runs: the why-shed table's
 run and those of `calibrate.py` (which runs why-shed's cells as why_shed.py
 does) pool into one cell, since one run of a 30 s window is a noisy
-reference (it holds about one call above its p99). The model's figures are
+reference (it holds about one call above its p99); so do the balance table's
+runs and those of `calibrate.py --add-balance`, whose percentiles are of all a
+run's rounds together, as the table prints them. The model's figures are
 the mean over `seeds` runs of each real run. The gap is model / real - 1;
 the target is within 15 % for both figures; the real runs' range is shown
 beside each mean.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from benchmarks.fleet_sim.calibrate import Calibration, Reference, when_measured
+from benchmarks.fleet_sim.calibrate import BALANCE_MEASURED, Calibration, Reference, when_measured
 from benchmarks.fleet_sim.metrics import percentile
 from benchmarks.fleet_sim.replay import Replayed, replay
 from benchmarks.report import markdown_table
@@ -66,8 +68,7 @@ class Compared:
     """Task cells with a slow worker: the share of the slices begun on it."""
     model_on_slow: float | None = None
     real_calls_range: tuple[float, float] | None = None
-    """The fewest and most calls done in one real run (None: one run, or runs without figures of their own: the
-    balance table prints its rounds' together)."""
+    """The fewest and most calls done in one real run, per round where a run has rounds (None: one run)."""
     real_p99_range: tuple[float, float] | None = None
 
     @property
@@ -85,8 +86,13 @@ class Compared:
 
 def benchmark(ref: Reference) -> str:
     """The benchmark a real run is one run of: `calibrate.py`'s runs are why-shed's cells, run as why_shed.py
-    runs them, so they pool with the why-shed table's; every other source is a benchmark of its own."""
-    return "why-shed" if ref.source == MEASURED or ref.source.startswith(WHY_SHED) else ref.source
+    runs them, so they pool with the why-shed table's, and its balance runs (`--add-balance`) with the balance
+    table's; every other source is a benchmark of its own."""
+    if ref.source == MEASURED or ref.source.startswith(WHY_SHED):
+        return "why-shed"
+    if ref.source.startswith((BALANCE, BALANCE_MEASURED)):
+        return "balance"
+    return ref.source
 
 
 def pooled(references: list[Reference]) -> dict[tuple[str, str, str, str], list[Reference]]:
@@ -106,13 +112,18 @@ def sources(refs: list[Reference]) -> str:
 
 
 def compare(cal: Calibration, seeds: int) -> list[Compared]:
-    """Every cell of the calibration, each real run replayed `seeds` times with its own measured neighbours."""
+    """Every cell of the calibration, each real run replayed `seeds` times with its own measured neighbours.
+
+    Percentiles are a run's: of all its rounds' calls together where it pools them (`Reference.run`, the
+    balance table), real and modelled alike (a seed's replays of the rounds pooled)."""
     found = []
     for (bench, scenario, strategy, balance), refs in pooled(cal.reference).items():
-        runs: list[Replayed] = [replay(cal, ref, seed) for ref in refs for seed in range(1, seeds + 1)]
-        p99s = [real_percentile(r, 99) for r in refs]
-        ranged = len(refs) > 1 and not any(r.source.startswith(BALANCE) for r in refs)
-        calls = [float(r.completed) for r in refs]
+        replays = [[replay(cal, ref, seed) for seed in range(1, seeds + 1)] for ref in refs]
+        runs: list[Replayed] = [r for per_ref in replays for r in per_ref]
+        groups = _runs(refs, replays)
+        p99s = [_real_run_percentile(group_refs, 99) for group_refs, _ in groups]
+        ranged = len(groups) > 1
+        calls = [statistics.fmean(r.completed for r in group_refs) for group_refs, _ in groups]
         found.append(
             Compared(
                 source=sources(refs),
@@ -122,12 +133,12 @@ def compare(cal: Calibration, seeds: int) -> list[Compared]:
                 balance=balance,
                 repeats=len(refs),
                 others_share=statistics.fmean(r.others_share for r in refs),
-                real_calls=statistics.fmean(calls),
+                real_calls=statistics.fmean(r.completed for r in refs),
                 model_calls=statistics.fmean(r.completed for r in runs),
                 real_p99=statistics.fmean(p99s),
-                model_p99=statistics.fmean(r.p99 for r in runs),
-                real_p50=statistics.fmean(real_percentile(r, 50) for r in refs),
-                model_p50=statistics.fmean(r.p50 for r in runs),
+                model_p99=statistics.fmean(_model_run_percentile(group, 99) for _, group in groups),
+                real_p50=statistics.fmean(_real_run_percentile(group_refs, 50) for group_refs, _ in groups),
+                model_p50=statistics.fmean(_model_run_percentile(group, 50) for _, group in groups),
                 real_extra=_mean([_extra_real(r) for r in refs]),
                 model_extra=_mean([_extra_model(r) for r in runs]),
                 real_on_slow=_mean([r.on_slow for r in refs]),
@@ -137,6 +148,35 @@ def compare(cal: Calibration, seeds: int) -> list[Compared]:
             )
         )
     return found
+
+
+Run = tuple[list[Reference], list[list[Replayed]]]
+"""A real run's rounds and, per round, its replays (one per seed)."""
+
+
+def _runs(refs: list[Reference], replays: list[list[Replayed]]) -> list[Run]:
+    """The cell's real runs: rounds of one `Reference.run` together, every other reference a run of its own."""
+    groups: dict[object, Run] = {}
+    for index, (ref, replayed) in enumerate(zip(refs, replays, strict=True)):
+        group = groups.setdefault(ref.run if ref.run is not None else index, ([], []))
+        group[0].append(ref)
+        group[1].append(replayed)
+    return list(groups.values())
+
+
+def _real_run_percentile(refs: list[Reference], q: float) -> float:
+    """A run's percentile: of all its rounds' calls, or as the report printed it for them all (`documented`)."""
+    if len(refs) == 1 or not all(ref.calls for ref in refs):
+        return real_percentile(refs[0], q)
+    return percentile([seconds for ref in refs for _, seconds in ref.calls], q)
+
+
+def _model_run_percentile(replays: list[list[Replayed]], q: float) -> float:
+    """The mean over seeds of the percentile of the run: a seed's replays of every round, their calls pooled."""
+    if len(replays) == 1:
+        return statistics.fmean(r.p50 if q == 50 else r.p99 if q == 99 else float("nan") for r in replays[0])
+    by_seed = zip(*replays, strict=True)
+    return statistics.fmean(percentile([s for round_ in seed for s in round_.seconds], q) for seed in by_seed)
 
 
 def real_percentile(ref: Reference, q: float) -> float:

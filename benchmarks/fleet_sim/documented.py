@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from benchmarks._balance_order import history, schedule
 from benchmarks.fleet_sim.calibrate import Reference
 
 WHY_SHED_STRATEGIES = {"checkpoint shedding": "ours", "stay where you land": "stay", "kill and start over": "kill"}
@@ -35,9 +36,8 @@ WARMED_ROW = ("a", "ours")
 """The straggler benchmark's slow row on the defaults runs on the cluster its healthy row has just loaded
 (`straggler.RUNS`: both on the "shedding on" cluster); the other rows have a cluster of their own."""
 BALANCE_CELLS = {"all healthy": "healthy", "one at a quarter speed": "a"}
-BALANCE_WARMED_BY = 30.0
-"""The balance benchmark runs every cluster's healthy cell before its slow one (each 30 s): its standing has
-learned the healthy pace (its peers' paces are older by the other balances' cells in between)."""
+BALANCE_SECONDS = 30.0
+"""A balance cell's window when the section does not say it ("for 30 s a cell")."""
 QUARTER_SPEED_STOPPED = 0.75
 """The throttle's nominal stopped share; the why-shed table does not print the measured one (the straggler
 runs of the same day measured 74-75 %)."""
@@ -147,7 +147,7 @@ def _straggler_rows(
                 duration=STRAGGLER_SECONDS,
                 in_window=True,
                 scraped=False,
-                warmed_by=STRAGGLER_SECONDS if cell == warmed else None,
+                before=[("healthy", STRAGGLER_SECONDS)] if cell == warmed else [],
                 on_slow=on_slow / 100 if on_slow is not None else None,
             )
         )
@@ -163,32 +163,45 @@ def _number(text: str) -> float | None:
 
 def _balance(section: str) -> list[Reference]:
     """cell | balance | calls completed | p50 | p99 | max | wrong / errors, over all rounds together: one
-    reference per round, the calls split evenly (the percentiles are of all rounds' calls)."""
+    reference per round, the calls split evenly (the percentiles are of all rounds' calls), each round after
+    what its cluster served before it in the benchmark's order (`_balance_order`)."""
     when, others = _when_and_others(section)
     rounds_said = re.search(r"(\d+) rounds?", section)
     rounds = int(rounds_said.group(1)) if rounds_said else 1
+    seconds_said = re.search(r"for ([\d.]+) s a cell", section)
+    seconds = float(seconds_said.group(1)) if seconds_said else BALANCE_SECONDS
+    rows = {
+        (BALANCE_CELLS[row[0]], row[1].strip("`")): row
+        for row in _rows(section)
+        if row[0] in BALANCE_CELLS and len(row) >= 7
+    }
+    balances = list(dict.fromkeys(balance for _, balance in rows))
+    scenarios = [scenario for scenario in BALANCE_CELLS.values() if any(key[0] == scenario for key in rows)]
+    order = schedule(balances, scenarios, rounds)
+    source = f"docs/benchmarks.md: balance, {when}"
     found = []
-    for row in _rows(section):
-        scenario = BALANCE_CELLS.get(row[0])
-        if scenario is None or len(row) < 7:
-            continue
+    for (scenario, balance), row in rows.items():
         total = int(row[2])
-        for index in range(rounds):
+        for index, slot in enumerate(order):
+            if (slot.scenario, slot.balance) != (scenario, balance):
+                continue
             found.append(
                 Reference(
                     scenario=scenario,
                     strategy="ours",
                     calls=[],
-                    completed=total // rounds + (index < total % rounds),
+                    completed=total // rounds + (slot.round < total % rounds),
                     errors=0,
                     lost=0.0,
                     others_share=others,
                     stopped_share=QUARTER_SPEED_STOPPED if scenario == "a" else None,
-                    source=f"docs/benchmarks.md: balance, {when}",
+                    source=source,
                     p50=float(row[3]),
                     p99=float(row[4]),
-                    warmed_by=BALANCE_WARMED_BY if scenario == "a" else None,
-                    balance=row[1].strip("`"),
+                    duration=seconds,
+                    before=history(order, index, seconds),
+                    balance=balance,
+                    run=source,
                 )
             )
     return found

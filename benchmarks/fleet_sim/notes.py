@@ -58,7 +58,7 @@ def model_of_the_cluster(cal: Calibration, compared: Sequence[Compared]) -> list
             f"reads none. A scrape costs the worker {cal.scrape.worker * 1000:.1f} ms and the benchmark "
             f"{cal.scrape.scraper * 1000:.1f} ms of CPU (`scrape_cost.py`); the replays of why-shed cells pay it."
         )
-    if any(ref.warmed_by for ref in cal.reference):
+    if any(ref.before for ref in cal.reference):
         lines.append(
             "* **The row before.** The straggler benchmark runs its slow row with shedding on right after its "
             "healthy row, on the same cluster: every worker's standing already knows the healthy pace when the "

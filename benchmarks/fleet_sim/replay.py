@@ -16,6 +16,10 @@ real one's cores less the share other processes took during that real cell:
   benchmark's own function (`_why_shed.accounting.seconds_to_share`) on step
   counts sampled as the real one samples them.
 
+A cell that followed others on the same workers (the straggler benchmark's
+slow row, every balance cell after the first) replays them first, uncounted
+(`Reference.before`).
+
 The why-shed runs read every worker's step counter every 0.25 s, and a
 leaving worker's every 50 ms: each scrape costs the worker's main process
 and the benchmark's process CPU on the same cores (`scrape_cost.py`), which
@@ -31,6 +35,7 @@ from typing import Any
 
 import simpy
 
+from benchmarks._balance_order import IDLE
 from benchmarks._why_shed.accounting import Sample, seconds_to_share
 from benchmarks._why_shed.fleet import IDLE_POLL
 from benchmarks.fleet_sim.calibrate import Calibration, Reference
@@ -65,6 +70,8 @@ class Replayed:
     share_seconds: float | None = None
     on_slow: float | None = None
     """Task cells: the share of the slices begun on the slow worker."""
+    seconds: tuple[float, ...] = ()
+    """Every completed call's seconds (a run of several rounds pools them: the balance table)."""
 
 
 def settings_of(strategy: str) -> SheddingSettings:
@@ -117,6 +124,7 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
         result.get("upgrade"),
         result.get("leaving"),
         result.get("share"),
+        seconds=tuple(seconds),
     )
 
 
@@ -129,14 +137,50 @@ def first_workers(fleet: Fleet, ref: Reference, count: int) -> list[Instance]:
     must wait for a whole call more before it leaves) follows from where the round robin stood.
     """
     workers = [fleet.add(join=False) for _ in range(count)]
-    known = ref.pool_order is not None and sorted(ref.pool_order) == list(range(count))
-    order = ref.pool_order if known and ref.pool_order is not None else fleet.rng.sample(range(count), count)
-    for place in order:
+    order = ref.pool_order if _recorded(ref, count) and ref.pool_order is not None else None
+    for place in order or fleet.rng.sample(range(count), count):
         fleet.proxy.join(workers[place], rebalance=False)
-    if fleet.proxy.pool.picker is None:
-        upcoming = ref.next_pick if known and ref.next_pick is not None else fleet.rng.randrange(count)
-        fleet.proxy.turn_to(workers[upcoming])
+    turn(fleet, ref, workers)
     return workers
+
+
+def turn(fleet: Fleet, ref: Reference, workers: list[Instance]) -> None:
+    """The round robin to the worker the real one was to pick next as the cell began (drawn if not recorded)."""
+    if fleet.proxy.pool.picker is None:
+        known = _recorded(ref, len(workers)) and ref.next_pick is not None
+        upcoming = ref.next_pick if known and ref.next_pick is not None else fleet.rng.randrange(len(workers))
+        fleet.proxy.turn_to(workers[upcoming])
+
+
+def _recorded(ref: Reference, count: int) -> bool:
+    return ref.pool_order is not None and sorted(ref.pool_order) == list(range(count))
+
+
+def _before(
+    fleet: Fleet, ref: Reference, workers: list[Instance], running: float, callers: int, new_call: Any
+) -> Generator[simpy.Event, Any, None]:
+    """What the same workers served before the cell (`Reference.before`), uncounted: each worker's standing
+    carries it into the cell, the healthy pace it learned or that it was slow."""
+    for what, seconds in ref.before:
+        if what == IDLE:
+            yield fleet.env.timeout(seconds)
+        else:
+            yield from _uncounted(fleet, seconds, callers, new_call, workers[0] if what == "a" else None, running)
+
+
+def _uncounted(
+    fleet: Fleet, seconds: float, callers: int, new_call: Any, slow: Instance | None, running: float
+) -> Generator[simpy.Event, Any, None]:
+    """`seconds` of closed-loop load whose calls count nowhere; `slow` (if any) on the throttle's duty cycle."""
+    env = fleet.env
+    switch = Switch(env)
+    if slow is not None:
+        env.process(fleet.throttle(slow, running, lambda: switch.over))
+    loop = closed_loop(env, fleet.client, callers, new_call, switch, Calls())
+    yield env.timeout(seconds)
+    switch.stopped = True
+    yield env.all_of(loop)
+    switch.over = True
 
 
 def _steady(
@@ -150,15 +194,12 @@ def _steady(
 ) -> Generator[simpy.Event, Any, None]:
     env = fleet.env
     workers = first_workers(fleet, ref, 3)
-    if ref.warmed_by:  # the row before on the same workers: their standing learns the healthy pace, uncounted
-        before = Switch(env)
-        warming = closed_loop(env, fleet.client, sizes["callers"], new_call, before, Calls())
-        yield env.timeout(ref.warmed_by)
-        before.stopped = True
-        yield env.all_of(warming)
+    running = 1 - (ref.stopped_share if ref.stopped_share is not None else 0.75)
+    if ref.before:
+        yield from _before(fleet, ref, workers, running, sizes["callers"], new_call)
+        turn(fleet, ref, workers)
     result["window_start"], result["executed_before"] = env.now, fleet.executed
     if ref.scenario == "a":
-        running = 1 - (ref.stopped_share if ref.stopped_share is not None else 0.75)
         env.process(fleet.throttle(workers[0], running, lambda: switch.over))
     callers = closed_loop(env, fleet.client, sizes["callers"], new_call, switch, calls)
     yield env.timeout(sizes["duration"])

@@ -96,10 +96,12 @@ def _rows(
     fleet = tasks.fleet
     env = fleet.env
     workers = [tasks.add() for _ in range(WORKERS)]
-    if ref.warmed_by:  # the healthy row before, on the same cluster: uncounted
+    for what, seconds in ref.before:  # the healthy row before, on the same cluster: uncounted
+        if what != "healthy":
+            raise ValueError(f"a task row replays only healthy rows before it, not {what!r}")
         before = Switch(env)
         warming = closed_loop(env, tasks.client, CALLERS, new_task, before, Calls())
-        yield env.timeout(ref.warmed_by)
+        yield env.timeout(seconds)
         before.stopped = True
         yield env.all_of(warming)
     window["start"] = env.now

@@ -143,8 +143,8 @@ def test_a_why_shed_replay_pays_for_the_benchmarks_scrapes() -> None:
 def test_a_cell_after_a_healthy_row_counts_neither_its_calls_nor_its_steps() -> None:
     """The straggler benchmark's slow row with shedding on runs on the workers its healthy row just loaded."""
     cal = load(CALIBRATION)
-    ref = next(r for r in cal.reference if r.warmed_by)
-    warm, cold = replay(cal, ref, seed=1), replay(cal, replace(ref, warmed_by=None), seed=1)
+    ref = next(r for r in cal.reference if r.before == [("healthy", 45.0)])
+    warm, cold = replay(cal, ref, seed=1), replay(cal, replace(ref, before=[]), seed=1)
     assert abs(warm.lost) < 20  # hand-back loses no step: the healthy row's steps are not this cell's
     assert warm.completed == pytest.approx(cold.completed, rel=0.25)  # its calls are not counted either
 

@@ -110,7 +110,12 @@ def test_the_balance_tables_rows_become_one_reference_per_round_with_their_balan
     assert {(r.p99, r.others_share, r.source) for r in found if r.scenario == "a"} == {
         (12.2, 0.03, "docs/benchmarks.md: balance, 2026-12-02 05:20 UTC")
     }
-    assert all(r.warmed_by for r in found if r.scenario == "a")
+    # each round after what its cluster served before it: healthy first, the other balance's cells idle
+    assert [r.before for r in found if r.balance == "two_choices"] == [
+        [("healthy", 30.0), ("idle", 30.0)],
+        [("healthy", 30.0), ("idle", 30.0), ("a", 30.0), ("healthy", 30.0), ("idle", 30.0)],
+    ]
+    assert {r.run for r in found} == {"docs/benchmarks.md: balance, 2026-12-02 05:20 UTC"}
 
 
 def test_a_block_inside_a_section_is_written_again_alone(tmp_path: Path) -> None:
