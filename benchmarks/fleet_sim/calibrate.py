@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import balance
-from benchmarks._balance_order import history, schedule
+from benchmarks._balance_order import Slot, history, schedule
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, clusters, stop_cluster
 from benchmarks._load import cpu_seconds
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure
@@ -586,7 +586,7 @@ def _parameters_only(path: Path, hop_runs: int, with_docs: bool) -> int:
     kept.machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     kept.sizes = kept.sizes or _sizes()
     if with_docs:
-        kept.reference = [r for r in kept.reference if not r.source.startswith("docs/")] + _documented()
+        kept.reference = _documented() + [r for r in kept.reference if not r.source.startswith("docs/")]
     print("step times ...", flush=True)
     (kept.step_short, kept.step_long, kept.step_crowded, kept.step_long_crowded), kept.steps_others_share = (
         _all_step_times()
@@ -619,6 +619,27 @@ def _add_references(path: Path, repeats: int, cells: tuple[tuple[str, Strategy],
     return 1 if any(ref.errors for ref in found) else 0
 
 
+def balance_references(
+    measured: list[tuple[Slot, Cell]], order: list[Slot], others_share: float, source: str, duration: float
+) -> list[Reference]:
+    """One balance run's cells (in `order`, as `balance.measure` ran them) as reference cells: rounds of one run
+    (`source`), each after what its cluster served before it."""
+    found = []
+    for index, (slot, cell) in enumerate(measured):
+        first = min((call.started for call in cell.load.calls), default=0.0)
+        found.append(
+            replace(
+                _reference(cell, others_share, first),
+                source=source,
+                duration=duration,
+                before=history(order, index, duration),
+                balance=slot.balance,
+                run=source,
+            )
+        )
+    return found
+
+
 def _add_balance(path: Path, rounds: int) -> int:
     """The balance benchmark's cells, `rounds` rounds run as balance.py runs them, added to the reference cells
     in `path`: each with its calls, where the round robin stood and what its cluster served before it."""
@@ -633,21 +654,9 @@ def _add_balance(path: Path, rounds: int) -> int:
     measured = balance.measure(balances, scenarios, sizes, rounds, work)
     shutil.rmtree(work, ignore_errors=True)
     share = watch.share_since(mark) if watch is not None and mark is not None else 0.0
-    source = f"{BALANCE_MEASURED}, {began}"
-    found = []
-    for index, (slot, cell) in enumerate(measured):
-        first = min((call.started for call in cell.load.calls), default=0.0)
-        found.append(
-            replace(
-                _reference(cell, share, first),
-                source=source,
-                duration=sizes.duration,
-                before=history(order, index, sizes.duration),
-                balance=slot.balance,
-                run=source,
-            )
-        )
-        print(f"    {slot.scenario}, {slot.balance}, round {slot.round + 1}: {_summary(found[-1])}", flush=True)
+    found = balance_references(measured, order, share, f"{BALANCE_MEASURED}, {began}", sizes.duration)
+    for (slot, _), ref in zip(measured, found, strict=True):
+        print(f"    {slot.scenario}, {slot.balance}, round {slot.round + 1}: {_summary(ref)}", flush=True)
     kept.reference = [*kept.reference, *found]
     runs = f"{began} to {_now()[11:]}"
     kept.parts[ADDED_BALANCE] = f"{kept.parts[ADDED_BALANCE]}, {runs}" if ADDED_BALANCE in kept.parts else runs
@@ -727,7 +736,7 @@ def main() -> int:
     if any(getattr(args, name) for name in alone):
         kept = load(args.out)
         if args.docs_only:
-            kept.reference = [r for r in kept.reference if not r.source.startswith("docs/")] + _documented()
+            kept.reference = _documented() + [r for r in kept.reference if not r.source.startswith("docs/")]
             print(f"reference cells: {len(kept.reference)}")
         if args.task_cost:
             kept.tasks = task_cost(args.task_runs)

@@ -53,7 +53,7 @@ class Compared:
     balance: str
     """The proxy's balance (round robin but in the balance benchmark's cells)."""
     repeats: int
-    """Real runs pooled into this cell."""
+    """Real runs pooled into this cell (a run of several rounds counts once)."""
     others_share: float
     real_calls: float
     model_calls: float
@@ -108,7 +108,11 @@ def sources(refs: list[Reference]) -> str:
     counts: dict[str, int] = {}
     for ref in refs:
         counts[ref.source] = counts.get(ref.source, 0) + 1
-    return "; ".join(source if n == 1 else f"{source} ({n} runs)" for source, n in counts.items())
+    rounds = {ref.source for ref in refs if ref.run == ref.source}  # one run's rounds (the balance benchmark's)
+    return "; ".join(
+        source if n == 1 else f"{source} ({n} {'rounds' if source in rounds else 'runs'})"
+        for source, n in counts.items()
+    )
 
 
 def compare(cal: Calibration, seeds: int) -> list[Compared]:
@@ -131,7 +135,7 @@ def compare(cal: Calibration, seeds: int) -> list[Compared]:
                 scenario=scenario,
                 strategy=strategy,
                 balance=balance,
-                repeats=len(refs),
+                repeats=len(groups),
                 others_share=statistics.fmean(r.others_share for r in refs),
                 real_calls=statistics.fmean(r.completed for r in refs),
                 model_calls=statistics.fmean(r.completed for r in runs),

@@ -197,7 +197,8 @@ def _steady(
     running = 1 - (ref.stopped_share if ref.stopped_share is not None else 0.75)
     if ref.before:
         yield from _before(fleet, ref, workers, running, sizes["callers"], new_call)
-        turn(fleet, ref, workers)
+        if _recorded(ref, len(workers)):  # else the round robin stays where the cells before left it
+            turn(fleet, ref, workers)
     result["window_start"], result["executed_before"] = env.now, fleet.executed
     if ref.scenario == "a":
         env.process(fleet.throttle(workers[0], running, lambda: switch.over))
