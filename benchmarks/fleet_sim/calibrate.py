@@ -611,9 +611,14 @@ def _add_references(path: Path, repeats: int, cells: tuple[tuple[str, Strategy],
     kept = load(path)
     began = _now()
     found, _ = references(repeats, cells, path.with_suffix(".partial.json"))
+    return _keep_added(path, kept, found, ADDED_RUNS, began)
+
+
+def _keep_added(path: Path, kept: Calibration, found: list[Reference], part: str, began: str) -> int:
+    """`found` beside the reference cells kept, `part` stamped with when they ran, all written to `path`."""
     kept.reference = [*kept.reference, *found]
     runs = f"{began} to {_now()[11:]}"
-    kept.parts[ADDED_RUNS] = f"{kept.parts[ADDED_RUNS]}, {runs}" if ADDED_RUNS in kept.parts else runs
+    kept.parts[part] = f"{kept.parts[part]}, {runs}" if part in kept.parts else runs
     path.write_text(json.dumps(asdict(kept), indent=1) + "\n")
     print(f"{len(found)} reference cells added to {path}")
     return 1 if any(ref.errors for ref in found) else 0
@@ -657,12 +662,7 @@ def _add_balance(path: Path, rounds: int) -> int:
     found = balance_references(measured, order, share, f"{BALANCE_MEASURED}, {began}", sizes.duration)
     for (slot, _), ref in zip(measured, found, strict=True):
         print(f"    {slot.scenario}, {slot.balance}, round {slot.round + 1}: {_summary(ref)}", flush=True)
-    kept.reference = [*kept.reference, *found]
-    runs = f"{began} to {_now()[11:]}"
-    kept.parts[ADDED_BALANCE] = f"{kept.parts[ADDED_BALANCE]}, {runs}" if ADDED_BALANCE in kept.parts else runs
-    path.write_text(json.dumps(asdict(kept), indent=1) + "\n")
-    print(f"{len(found)} balance cells added to {path}")
-    return 1 if any(ref.errors for ref in found) else 0
+    return _keep_added(path, kept, found, ADDED_BALANCE, began)
 
 
 def main() -> int:

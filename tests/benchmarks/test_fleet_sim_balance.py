@@ -94,3 +94,20 @@ def test_the_notes_say_when_a_balance_cells_runs_are_further_apart_than_the_targ
     assert "round robin 9.5 s real (its runs 6.4 to 12.5 s) and 6.8 s modelled" in text
     assert "Out of 15 % of the runs' mean: round robin, whose runs differ" in text
     assert "two choices, whose" not in text
+
+
+def test_cells_added_later_are_kept_beside_the_others_and_each_run_is_stamped(tmp_path: Path) -> None:
+    from benchmarks.fleet_sim.calibrate import ADDED_BALANCE, _keep_added
+
+    path = tmp_path / "calibration.json"
+    kept = load(CALIBRATION)
+    before = len(kept.reference)
+    kept.parts.pop(ADDED_BALANCE, None)
+    added = Reference("healthy", "ours", [(0.0, 4.0)], 1, 0, 0.0, 0.01, source=SOURCE, run=SOURCE)
+    assert _keep_added(path, kept, [added], ADDED_BALANCE, "2026-12-03 06:26 UTC") == 0
+    again = load(path)
+    assert _keep_added(path, again, [replace(added, errors=1)], ADDED_BALANCE, "2026-12-03 07:00 UTC") == 1
+    stored = load(path)
+    assert len(stored.reference) == before + 2
+    assert stored.parts[ADDED_BALANCE].startswith("2026-12-03 06:26 UTC to ")
+    assert ", 2026-12-03 07:00 UTC to " in stored.parts[ADDED_BALANCE]
