@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import balance
-from benchmarks._balance_order import Slot, history, schedule
+from benchmarks._balance_order import Slot, history
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, clusters, stop_cluster
 from benchmarks._load import cpu_seconds
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure
@@ -625,10 +625,11 @@ def _keep_added(path: Path, kept: Calibration, found: list[Reference], part: str
 
 
 def balance_references(
-    measured: list[tuple[Slot, Cell]], order: list[Slot], others_share: float, source: str, duration: float
+    measured: list[tuple[Slot, Cell]], others_share: float, source: str, duration: float
 ) -> list[Reference]:
-    """One balance run's cells (in `order`, as `balance.measure` ran them) as reference cells: rounds of one run
+    """One balance run's cells, in the order `balance.measure` ran them, as reference cells: rounds of one run
     (`source`), each after what its cluster served before it."""
+    order = [slot for slot, _ in measured]
     found = []
     for index, (slot, cell) in enumerate(measured):
         first = min((call.started for call in cell.load.calls), default=0.0)
@@ -652,14 +653,13 @@ def _add_balance(path: Path, rounds: int) -> int:
     began = _now()
     sizes = balance.sizes_of()
     balances, scenarios = list(balance.BALANCES), list(balance.SCENARIOS)
-    order = schedule(balances, scenarios, rounds)
     watch = neighbours()
     mark = watch.mark() if watch is not None else None
     work = Path(tempfile.mkdtemp(prefix="mrtr-calibrate-balance-"))
     measured = balance.measure(balances, scenarios, sizes, rounds, work)
     shutil.rmtree(work, ignore_errors=True)
     share = watch.share_since(mark) if watch is not None and mark is not None else 0.0
-    found = balance_references(measured, order, share, f"{BALANCE_MEASURED}, {began}", sizes.duration)
+    found = balance_references(measured, share, f"{BALANCE_MEASURED}, {began}", sizes.duration)
     for (slot, _), ref in zip(measured, found, strict=True):
         print(f"    {slot.scenario}, {slot.balance}, round {slot.round + 1}: {_summary(ref)}", flush=True)
     return _keep_added(path, kept, found, ADDED_BALANCE, began)

@@ -28,7 +28,7 @@ def _cell(scenario: str, seconds: list[float]) -> Cell:
 def test_a_balance_runs_cells_become_rounds_of_one_run_each_after_its_clusters_cells_before() -> None:
     order = schedule(["round_robin", "two_choices"], ["healthy", "a"], 2)
     measured = [(slot, _cell(slot.scenario, [4.0, 5.0])) for slot in order]
-    found = balance_references(measured, order, 0.02, SOURCE, 30.0)
+    found = balance_references(measured, 0.02, SOURCE, 30.0)
     assert [(r.scenario, r.balance) for r in found] == [(s.scenario, s.balance) for s in order]
     assert {r.run for r in found} == {SOURCE}
     assert found[0].before == []
@@ -43,7 +43,7 @@ def test_a_cells_real_p99_is_of_all_a_runs_rounds_together_the_models_of_its_rou
     order = schedule(["round_robin"], ["healthy"], 2)
     rounds = [[4.0] * 30 + [9.0], [4.0] * 30 + [5.0]]
     measured = [(slot, _cell("healthy", seconds)) for slot, seconds in zip(order, rounds, strict=True)]
-    cal.reference = balance_references(measured, order, 0.01, SOURCE, 30.0)
+    cal.reference = balance_references(measured, 0.01, SOURCE, 30.0)
     [cell] = compare(cal, seeds=2)
     assert cell.real_p99 == percentile([*rounds[0], *rounds[1]], 99)  # not the mean of the rounds' own p99s
     assert cell.real_calls == 31
