@@ -2,12 +2,14 @@
 
 Issue 25 §4: the fleet simulator said two choices beats round robin under
 hand-back (`scripts/bench fleet-sim`); this measures it on the real
-three-worker cluster. One cluster per balance (`MRTR_LB_BALANCE`), the
-workers' defaults (hand-back on), started together; the cells run one
-after the other, each balance in turn, so a busy machine drifts over all
-alike: healthy, and one worker at a quarter speed (the why-shed and
-straggler benchmarks' duty cycle), closed-loop callers of
-`count_primes(100,000,000)` for the window, every answer checked.
+three-worker cluster, and round robin with slow workers stepping aside
+(`MRTR_WORKER_STEP_ASIDE`; `benchmarks._balance_setups`). One cluster per
+setup (`MRTR_LB_BALANCE`), the workers' defaults (hand-back on) but for the
+step-aside switch, started together; the cells run one after the other,
+each setup in turn, so a busy machine drifts over all alike: healthy, and
+one worker at a quarter speed (the why-shed and straggler benchmarks' duty
+cycle), closed-loop callers of `count_primes(100,000,000)` for the window,
+every answer checked.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks._balance_order import Slot, schedule
+from benchmarks._balance_setups import SETUPS, setup_of
 from benchmarks._cluster import TOOL_PACKS, PrimesCall, stop_cluster
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure, round_robin
 from benchmarks._why_shed.scenarios import Callers, Cell, Sizes, run, trace
@@ -27,7 +30,8 @@ from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_worker.compute import primes
 
 NAME = "balance"
-BALANCES = ("round_robin", "two_choices", "least_request")
+BALANCES = SETUPS
+"""The setups run by default: each a balance, and round robin once more with slow workers stepping aside."""
 SCENARIOS = {"healthy": "all healthy", "a": "one at a quarter speed"}
 
 
@@ -56,6 +60,7 @@ def measure(
     cells: list[tuple[Slot, Cell]] = []
     try:
         for balance in balances:
+            setup = setup_of(balance)
             config = ClusterConfig(
                 workers=3,
                 port=0,
@@ -63,7 +68,8 @@ def measure(
                 work_dir=work / balance,
                 redis=False,
                 ready_timeout=300,
-                lb_env={"MRTR_LB_BALANCE": balance},
+                lb_env=setup.lb_env,
+                worker_env=setup.worker_env,
             )
             started[balance] = LocalCluster(config).start()
         for slot in schedule(balances, scenarios, repeats):
@@ -87,13 +93,17 @@ def main() -> int:
     p = parser(__doc__, duration=30.0, duration_help="seconds of load per cell")
     p.add_argument("--callers", type=int, default=6, help="closed-loop callers (default 6)")
     p.add_argument("--repeats", type=int, default=2, help="rounds of every cell (default 2)")
-    p.add_argument("--balances", default=",".join(BALANCES), help=f"subset of {','.join(BALANCES)}")
+    p.add_argument("--balances", default=",".join(BALANCES), help=f"setups, subset of {','.join(BALANCES)}")
     p.add_argument("--limit", type=int, default=100_000_000, choices=sorted(primes.KNOWN_COUNTS))
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"subset of {','.join(SCENARIOS)}")
     p.add_argument("--trace", type=int, default=0, metavar="N", help="print each cell's N slowest calls, hop by hop")
     args = p.parse_args()
     sizes = sizes_of(args.duration, args.callers, args.limit)
     balances = [b.strip() for b in args.balances.split(",")]
+    try:
+        [setup_of(b) for b in balances]
+    except ValueError as exc:
+        p.error(str(exc))
     scenarios = [s.strip() for s in args.scenarios.split(",")]
     if unknown := set(scenarios) - set(SCENARIOS):
         p.error(f"unknown scenarios {sorted(unknown)}: choose from {','.join(SCENARIOS)}")
@@ -109,11 +119,13 @@ def main() -> int:
 
 def report(cells: dict[tuple[str, str], list[Cell]], balances: list[str], sizes: Sizes, repeats: int) -> list[str]:
     lines = [
-        "## The proxy's balance on the real cluster: round robin, two choices, least request",
+        "## The proxy's balance on the real cluster: round robin, two choices, least request, stepping aside",
         "",
-        f"One cluster per `MRTR_LB_BALANCE` (three workers, hand-back on: the defaults), started together; "
+        f"One cluster per setup (three workers, hand-back on: the defaults), started together: a balance "
+        "(`MRTR_LB_BALANCE`), and `round_robin+step_aside`, round robin with `MRTR_WORKER_STEP_ASIDE=true` (a "
+        "worker that knows it is slow leaves the rotation until a probe is due); "
         f"{sizes.callers} closed-loop callers of `count_primes({sizes.short.limit:,})` ({sizes.short.steps} steps) "
-        f"for {sizes.duration:g} s a cell, each balance in turn, {repeats} rounds (figures: calls of all rounds "
+        f"for {sizes.duration:g} s a cell, each setup in turn, {repeats} rounds (figures: calls of all rounds "
         "together). In the slow cells one worker runs 25 ms of every 100 ms (SIGSTOP/SIGCONT). Every answer "
         'checked. The fleet simulator\'s study is in the section "Past two cores".',
         "",

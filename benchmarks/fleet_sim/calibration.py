@@ -37,7 +37,11 @@ STRATEGIES = {
     "rule-on": "task slices, straggler rule on",
     "rule-off": "task slices, straggler rule off",
 }
-BALANCES = {"two_choices": "two choices", "least_request": "least request"}
+BALANCES = {
+    "two_choices": "two choices",
+    "least_request": "least request",
+    "round_robin+step_aside": "slow steps aside",
+}
 MEASURED = "measured by calibrate.py"
 WHY_SHED = "docs/benchmarks.md: why-shed"
 BALANCE = "docs/benchmarks.md: balance"

@@ -15,7 +15,7 @@ and the round's own CPU (decrypt, dispatch, seal: measured per hop).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -144,7 +144,7 @@ class Instance:
         self.pool = pool if pool is not None else group
         self.version = version
         self.policy = SheddingPolicy(settings)
-        self.standing = Standing()
+        self.standing = Standing(forget_peers=not settings.step_aside)
         self.slots = Slots(env, settings.max_concurrent)
         self.cost = cost
         self.draining = False
@@ -155,6 +155,8 @@ class Instance:
         """Steps run here (`mrtr_worker_compute_steps_total`)."""
         self.idle = env.event()
         self.rebalanced = env.event()
+        self.on_standing: Callable[[], None] | None = None
+        """Told when the standing may have put this instance aside (`stepping_aside`): the proxy's health check."""
         self._running: set[Attempt] = set()
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -191,6 +193,15 @@ class Instance:
         for cpu in {id(self.group): self.group, id(self.pool): self.pool}.values():
             cpu.stop()
 
+    def stepping_aside(self) -> bool:
+        """What its `/readyz` says of its standing (`Engine.stepping_aside`): out of rotation while slow."""
+        aside = self.standing.aside(self.policy.settings.straggler_ratio, self.env.now)
+        return self.policy.steps_aside(aside=aside)
+
+    def _standing_moved(self) -> None:
+        if self.on_standing is not None and self.policy.settings.step_aside:
+            self.on_standing()
+
     def _check_idle(self) -> None:
         if self.busy == 0 and not self.idle.triggered:
             self.idle.succeed()
@@ -219,6 +230,7 @@ class Instance:
         now = self.env.now
         self.standing.bring(TOOL, trace.pace, peer=from_peer(trace.visited, here), now=now)
         judgement = self.standing.judge(TOOL, policy.settings.straggler_ratio, now)
+        self._standing_moved()
         fled = policy.just_fled(trace.pace, last_instance(trace.visited), here)
         early = policy.admit(trace.pace, draining=self.draining, slow=judgement is Judgement.SLOW, instance_id=here)
         if early is not None:
@@ -298,6 +310,7 @@ class Instance:
             if self.alive:
                 now = self.env.now
                 self.standing.observe(TOOL, here, (now - started) * 1000, now)
+                self._standing_moved()
 
     def _hand_back(self, state: Checkpoint, reason: EndOfRound) -> Reply:
         retry_after = self.policy.retry_after_ms(reason, state.trace.fair_hops)

@@ -8,7 +8,12 @@ modelled: the health checker's verdicts on an instance that stops answering
 (a pause): a probe every `health_interval` that gets no answer within
 `health_timeout` takes it out of rotation, and after `unresponsive_after`
 such probes the requests running there are answered 504 (`HealthChecker`);
-a killed instance's requests get 502. Random placement (the supermarket
+a killed instance's requests get 502; and the verdicts on an instance that
+steps aside as slow (`MRTR_WORKER_STEP_ASIDE`: its `/readyz` answers 503
+while its standing would hand every round on), taken at that instance's
+next probe, one every `health_interval` at a phase of its own, as the
+checker's loop does, and without the rebalance calls of a join (the proxy
+knows a backend back from stepping aside brings no capacity). Random placement (the supermarket
 model's baseline) is a picker of this module, not of the proxy.
 """
 
@@ -22,7 +27,7 @@ from typing import Any
 import simpy
 
 from benchmarks.fleet_sim.instance import Attempt, Instance, Outcome, Reply
-from mrtr_lb.backends import Backend, BackendPool
+from mrtr_lb.backends import STEPPED_ASIDE, Backend, BackendPool
 from mrtr_lb.balancing import Balance, picker
 from mrtr_lb.config import Settings
 
@@ -62,6 +67,9 @@ class Proxy:
         self._joined: set[str] = set()
         self._rng = rng
         self._rebalancing = False
+        self._watched: set[str] = set()
+        self._phases: dict[str, float] = {}
+        """Instances whose readiness the health check follows probe by probe (`_readiness`): stepping aside."""
         """A round of rebalance calls is gathering joins (`REBALANCE_DEBOUNCE`), as `mrtr_lb.rebalance` does."""
         self.unavailable = 0
         """Requests answered 503: no instance in rotation."""
@@ -75,6 +83,7 @@ class Proxy:
         self._backends[instance.name] = backend
         self._pending.setdefault(instance.name, set())
         self.pool.set_health(backend, True)
+        instance.on_standing = lambda: self._watch(instance)
         if not rebalance:
             return
         self._joined.add(instance.name)
@@ -132,7 +141,31 @@ class Proxy:
         if not backend.healthy and instance.alive:
             yield self.env.timeout(max(0.0, until - self.env.now))
             if instance.alive and not instance.draining:
-                self.pool.set_health(backend, True)
+                self.pool.set_health(backend, not instance.stepping_aside())
+                self._watch(instance)
+
+    def _watch(self, instance: Instance) -> None:
+        """Follow the instance's readiness from its next probe on, while it may be stepping aside."""
+        if instance.name not in self._watched and instance.name in self._backends:
+            self._watched.add(instance.name)
+            self.env.process(self._readiness(instance))
+
+    def _readiness(self, instance: Instance) -> Generator[simpy.Event, Any, None]:
+        """Probe `/readyz` every `HEALTH_INTERVAL` until the instance is ready again (or gone): the checker's
+        loop for one backend, whose phase each instance draws once (a probe's own time is left out)."""
+        backend = self._backends[instance.name]
+        phase = self._phases.setdefault(instance.name, self._rng.uniform(0, HEALTH_INTERVAL))
+        yield self.env.timeout(HEALTH_INTERVAL - (self.env.now - phase) % HEALTH_INTERVAL)
+        try:
+            while instance.alive and self.pool.get(instance.name) is backend:
+                aside = instance.stepping_aside()
+                if not instance.draining:
+                    self.pool.set_health(backend, not aside, None if not aside else STEPPED_ASIDE)
+                if not aside:
+                    return
+                yield self.env.timeout(HEALTH_INTERVAL)
+        finally:
+            self._watched.discard(instance.name)
 
     # --- requests ---------------------------------------------------------------------------------
 

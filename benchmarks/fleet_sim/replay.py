@@ -36,6 +36,7 @@ from typing import Any
 import simpy
 
 from benchmarks._balance_order import IDLE
+from benchmarks._balance_setups import setup_of
 from benchmarks._why_shed.accounting import Sample, seconds_to_share
 from benchmarks._why_shed.fleet import IDLE_POLL
 from benchmarks.fleet_sim.calibrate import Calibration, Reference
@@ -74,8 +75,10 @@ class Replayed:
     """Every completed call's seconds (a run of several rounds pools them: the balance table)."""
 
 
-def settings_of(strategy: str) -> SheddingSettings:
-    return SheddingSettings() if strategy == "ours" else SheddingSettings(enabled=False)
+def settings_of(strategy: str, *, step_aside: bool = False) -> SheddingSettings:
+    """The workers' settings of a real cell: the defaults ("ours", with the balance setup's step-aside switch)
+    or shedding off."""
+    return SheddingSettings(step_aside=step_aside) if strategy == "ours" else SheddingSettings(enabled=False)
 
 
 def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
@@ -87,7 +90,9 @@ def replay(cal: Calibration, ref: Reference, seed: int) -> Replayed:
     rng = random.Random(seed)
     model = Model.from_calibration(cal)
     cores = cal.cores * (1 - ref.others_share)
-    fleet = Fleet(env, model, settings_of(ref.strategy), Balance(ref.balance), rng, shared_cores=cores)
+    setup = setup_of(ref.balance)
+    settings = settings_of(ref.strategy, step_aside=setup.step_aside)
+    fleet = Fleet(env, model, settings, Balance(setup.balance), rng, shared_cores=cores)
     sizes = dict(cal.sizes)
     if ref.duration is not None:
         sizes["duration"] = ref.duration

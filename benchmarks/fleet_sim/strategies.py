@@ -32,10 +32,13 @@ class Strategy:
     tasks: bool = False
     """The work runs as task slices pulled from Redis (the task scenarios), not as MRTR calls."""
     straggler: bool = True
+    step_aside: bool = False
+    """A slow instance leaves the proxy's rotation while it would hand every round on (`MRTR_WORKER_STEP_ASIDE`)."""
 
     @property
     def settings(self) -> SheddingSettings:
         settings = SheddingSettings() if self.shedding else SheddingSettings(enabled=False)
+        settings = replace(settings, step_aside=self.step_aside)
         return settings if self.straggler else replace(settings, straggler_ratio=0)
 
 
@@ -48,6 +51,13 @@ STRATEGIES = {
         Strategy("hedged", "hedged at p95, round robin, no hand-back", False, Balance.ROUND_ROBIN, hedge=True),
         Strategy("hand-back+two-choices", "hand-back, two choices", True, Balance.TWO_CHOICES),
         Strategy("hand-back+least-request", "hand-back, least request", True, Balance.LEAST_REQUEST),
+        Strategy(
+            "hand-back+step-aside",
+            "hand-back, round robin, slow steps aside",
+            True,
+            Balance.ROUND_ROBIN,
+            step_aside=True,
+        ),
         Strategy("tasks-rule-on", "task slices, straggler rule on", True, Balance.ROUND_ROBIN, tasks=True),
         Strategy(
             "tasks-rule-off", "task slices, straggler rule off", True, Balance.ROUND_ROBIN, tasks=True, straggler=False

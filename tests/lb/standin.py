@@ -47,6 +47,7 @@ class StandIn:
     def __init__(self, worker_id: str) -> None:
         self.worker_id = worker_id
         self.ready = True
+        self.slow = False  # not ready because it steps aside as slow (the worker's `"slow": true`)
         self.seen: list[Seen] = []
         self.release = asyncio.Event()  # lets "hold" requests answer
         self.sse_gate = asyncio.Event()  # lets the second SSE event go out
@@ -99,6 +100,8 @@ class StandIn:
     async def _readyz(self, request: web.Request) -> web.Response:
         self.probes += 1
         await self._thawed.wait()
+        if self.slow and not self.ready:
+            return web.json_response({"ready": False, "slow": True}, status=503)
         return web.Response(text="ready" if self.ready else "draining", status=200 if self.ready else 503)
 
     async def _mcp(self, request: web.Request) -> web.StreamResponse:

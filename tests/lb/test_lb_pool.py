@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from mrtr_lb import Backend, BackendPool
+from mrtr_lb.backends import STEPPED_ASIDE
 
 URLS = [f"http://127.0.0.1:{9000 + i}" for i in range(4)]
 
@@ -84,3 +85,20 @@ def test_next_pick_under_another_balance_or_none_in_rotation() -> None:
     for backend in pool:
         pool.set_drained(backend, True)
     assert pool.next_pick() is None
+
+
+def test_a_return_from_stepping_aside_is_no_join() -> None:
+    """A worker that stepped aside as slow comes back for a probe round, not as capacity: no rebalance calls."""
+    pool = healthy_pool()
+    joined: list[str] = []
+    pool.on_join(lambda backend: joined.append(backend.url))
+    aside, sick = pool.get(URLS[0]), pool.get(URLS[1])
+    assert aside is not None
+    assert sick is not None
+    pool.set_health(aside, False, STEPPED_ASIDE)
+    pool.set_health(sick, False, "/readyz answered 503")
+    assert all(pool.pick() not in (aside, sick) for _ in range(8))
+    pool.set_health(aside, True)
+    pool.set_health(sick, True)
+    assert joined == [URLS[1]]
+    assert aside.last_error is None

@@ -18,6 +18,10 @@ log = logging.getLogger("mrtr_lb.backends")
 Source = Literal["static", "dns", "file"]
 State = Literal["healthy", "unhealthy", "drained"]
 
+STEPPED_ASIDE = "stepped aside: slow against its peers"
+"""The health verdict's reason when a worker's /readyz says it steps aside as slow (`MRTR_WORKER_STEP_ASIDE`):
+it comes back when it wants a probe round, which brings no capacity, so its return is not a join."""
+
 
 class Abandonable(Protocol):
     """A request running on a backend that can be given up on (the engines each have their own)."""
@@ -201,10 +205,13 @@ class BackendPool:
         backend.healthy = healthy
         backend.last_change = time.time()
         if healthy:
+            back_from_aside = backend.last_error == STEPPED_ASIDE
             backend.last_error = None
             log.info("backend in rotation: %s", backend.url)
-            if not backend.drained:
+            if not backend.drained and not back_from_aside:
                 self._joined(backend)
+        elif reason == STEPPED_ASIDE:  # every few seconds on a slow worker: expected, not a warning
+            log.info("backend out of rotation: %s (%s)", backend.url, reason)
         else:
             log.warning("backend out of rotation: %s (%s)", backend.url, reason)
 

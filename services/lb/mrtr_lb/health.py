@@ -3,6 +3,9 @@
 Each backend gets its own loop so that one hanging backend cannot delay the
 verdict on the others. Readiness, not liveness, is checked: a draining worker
 answers 503 on /readyz and must leave rotation while it finishes its work.
+A worker that steps aside as slow (`MRTR_WORKER_STEP_ASIDE`) answers 503
+with `"slow": true`: out of rotation the same way, but its return is no join
+(no rebalance calls: it comes back for a probe round, not as new capacity).
 
 A backend that gives no answer at all (a paused process, a host cut off the
 network) also holds the requests already sent to it. After
@@ -17,13 +20,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 
 import aiohttp
 
-from mrtr_lb.backends import Backend, BackendPool
+from mrtr_lb.backends import STEPPED_ASIDE, Backend, BackendPool
 
 log = logging.getLogger("mrtr_lb.health")
+
+
+def _unready_reason(path: str, status: int, body: bytes) -> str:
+    """Why a backend is out of rotation: a worker stepping aside as slow says so in its body (`"slow": true`)."""
+    if status == 503:
+        try:
+            said = json.loads(body)
+        except ValueError:
+            said = None
+        if isinstance(said, dict) and said.get("slow") is True:
+            return STEPPED_ASIDE
+    return f"{path} answered {status}"
 
 
 class HealthChecker:
@@ -54,10 +70,10 @@ class HealthChecker:
             async with self._session.get(
                 backend.url + self._path, timeout=self._timeout, allow_redirects=False
             ) as resp:
-                await resp.read()
+                body = await resp.read()
                 answered = True
                 ok = resp.status == 200
-                reason = None if ok else f"{self._path} answered {resp.status}"
+                reason = None if ok else _unready_reason(self._path, resp.status, body)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             ok, reason = False, f"{self._path} failed: {type(exc).__name__} {exc}".strip()
         if self._pool.get(backend.url) is backend:

@@ -2,7 +2,7 @@
 
 `POST /mcp` is the SDK's stateless 2026-07-28 handler (no initialize, no
 session id). Beside it the host serves what an orchestrator needs:
-`/healthz` (alive), `/readyz` (ready for traffic; 503 while draining),
+`/healthz` (alive), `/readyz` (ready for traffic; 503 while draining or stepping aside as slow),
 `/metrics` (Prometheus), and the operator's `/admin/...` endpoints (drain,
 key ring reload, state format; `mrtr_worker.admin.routes`). The proxy forwards only `/mcp`, and the
 admin endpoints also require the operator's token when one is configured.
@@ -129,11 +129,13 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FrontDo
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        """Ready for MRTR traffic. Redis is reported under `tasks` but never makes the worker unready:
+        """Ready for MRTR traffic: not while draining, nor while stepping aside as slow (`slow`,
+        `MRTR_WORKER_STEP_ASIDE`). Redis is reported under `tasks` but never makes the worker unready:
         everything but tasks works without it, and pulling every worker out of rotation over a store
         outage would break the calls that do not need it."""
-        ready = worker.lifecycle.ready
-        body = {"ready": ready, "tasks": worker.tasks_health()}
+        aside = worker.engine.stepping_aside()
+        ready = worker.lifecycle.ready and not aside
+        body = {"ready": ready, "slow": aside, "tasks": worker.tasks_health()}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")

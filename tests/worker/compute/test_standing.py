@@ -279,3 +279,76 @@ def test_the_admission_switch_reaches_the_policy(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("MRTR_WORKER_ALLOW_ANONYMOUS", "true")
     monkeypatch.setenv("MRTR_WORKER_STRAGGLER_AT_ADMISSION", value)
     assert WorkerSettings().shedding_settings().straggler_at_admission is expected
+
+
+# -- stepping aside: out of the proxy's rotation while every round would be handed on -----------------------
+
+
+@pytest.mark.parametrize(
+    ("later", "probe_age", "aside"),
+    [
+        (0.0, None, True),  # judged slow, measured just now: every round would be handed on
+        (PROBE_EVERY, None, True),
+        (PROBE_EVERY + 0.01, None, False),  # a probe is due: back in rotation, so a round can reach it
+        (PROBE_EVERY + 1, 0.5, True),  # the probe runs: the others would be handed on again
+        (PROBE_EVERY + 1, PROBE_PATIENCE + 0.01, False),  # that probe never reported: another is due
+    ],
+)
+def test_a_slow_instance_stands_aside_until_a_probe_is_due(later: float, probe_age: float | None, aside: bool) -> None:
+    standing = slow_standing()
+    now = T0 + later
+    for _ in range(3):
+        standing.bring("count", PEER, peer=True, now=now)
+    if probe_age is not None:
+        standing.probing["count"] = now - probe_age
+    assert standing.aside(0.5, now) is aside
+
+
+@pytest.mark.parametrize(
+    ("standing", "ratio", "aside"),
+    [
+        (slow_standing(own_slices=1), 0.5, False),  # too little evidence: its rounds run here
+        (slow_standing(peer_paces=2), 0.5, False),
+        (slow_standing(), 0.0, False),  # the straggler rule off
+        (Standing(), 0.5, False),  # nothing seen yet
+    ],
+)
+def test_without_a_slow_judgement_an_instance_stays_in_rotation(standing: Standing, ratio: float, aside: bool) -> None:
+    assert standing.aside(ratio, T0) is aside
+
+
+def test_standing_aside_forgets_with_the_peer_paces() -> None:
+    """Peers' paces grow stale out of rotation; without them it is not judged slow and comes back."""
+    assert not slow_standing().aside(0.5, T0 + PEER_STALE_SECONDS + 0.01)
+
+
+def test_one_slow_tool_is_enough_to_stand_aside() -> None:
+    standing = slow_standing()
+    standing.observe("montecarlo", 10, 1000, T0)
+    standing.observe("montecarlo", 10, 1000, T0)
+    assert standing.aside(0.5, T0)
+
+
+@pytest.mark.parametrize(
+    ("settings", "aside", "steps_aside"),
+    [
+        (SheddingSettings(step_aside=True), True, True),
+        (SheddingSettings(step_aside=True), False, False),
+        (SheddingSettings(), True, False),  # off by default: it stays in rotation and bounces the rounds
+        (SheddingSettings(step_aside=True, straggler_ratio=0), True, False),
+        (SheddingSettings(step_aside=True, enabled=False), True, False),
+        (SheddingSettings(step_aside=True, straggler_at_admission=False), True, False),  # it serves its rounds
+    ],
+)
+def test_steps_aside_only_where_it_would_hand_rounds_on(
+    settings: SheddingSettings, aside: bool, steps_aside: bool
+) -> None:
+    assert SheddingPolicy(settings).steps_aside(aside=aside) is steps_aside
+
+
+@pytest.mark.parametrize(("value", "expected"), [("false", False), ("true", True)])
+def test_the_step_aside_switch_reaches_the_policy(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -> None:
+    monkeypatch.setenv("MRTR_WORKER_KEYRING", new_ring("k1").dumps())
+    monkeypatch.setenv("MRTR_WORKER_ALLOW_ANONYMOUS", "true")
+    monkeypatch.setenv("MRTR_WORKER_STEP_ASIDE", value)
+    assert WorkerSettings().shedding_settings().step_aside is expected

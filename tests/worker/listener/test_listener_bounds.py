@@ -300,6 +300,7 @@ def test_pipelined_requests_are_answered_once_each_in_order(bounded: Worker) -> 
     assert "tools" in json.loads(listed.body)["result"]
     assert json.loads(listed_chunked.body)["id"] == 2
     assert json.loads(ready.body)["ready"] is True
+    assert json.loads(ready.body)["slow"] is False  # not stepping aside (`MRTR_WORKER_STEP_ASIDE` is off)
 
 
 def test_a_refusal_behind_pipelined_requests_comes_after_their_answers(bounded: Worker) -> None:

@@ -62,9 +62,15 @@ class Engine:
         self._executor = executor
         self._clock = clock
         self._pool: StepPool | None = None
-        self.standing = Standing()
+        self.standing = Standing(forget_peers=not settings.step_aside)
         """What this instance learned of its own speed against its peers', from the rounds it served."""
         self._max_workers = settings.max_concurrent
+
+    def stepping_aside(self) -> bool:
+        """Whether this instance asks to be out of the proxy's rotation: it knows it is slow and would hand every
+        round on (`SheddingPolicy.steps_aside`); its `/readyz` answers 503 meanwhile."""
+        aside = self.standing.aside(self.policy.settings.straggler_ratio, self._clock())
+        return self.policy.steps_aside(aside=aside)
 
     @property
     def slots(self) -> Slots:

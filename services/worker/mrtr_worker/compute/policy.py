@@ -86,6 +86,9 @@ class SheddingSettings:
     straggler_at_admission: bool = True
     """An instance that knows it is slow (`compute.standing`) hands rounds on before any step; off: only the
     per-slice rule moves calls off it (kept as a switch so the benchmark can show what admission adds)."""
+    step_aside: bool = False
+    """An instance that hands every round on (`standing`) says it is not ready, so the proxy's health check takes
+    it out of rotation until a probe is due (`Standing.aside`); off: it stays in rotation and bounces them."""
     straggler_min_slice_ms: int = 1000
     """Measured time here before rates are compared, so one slow step (noise) does not bounce a call."""
     straggler_budget: int = 3
@@ -234,6 +237,12 @@ class SheddingPolicy:
         s = self.settings
         moves = pace.moves if pace is not None else 0
         return slow and s.enabled and s.straggler_at_admission and s.straggler_ratio > 0 and moves < s.straggler_budget
+
+    def steps_aside(self, *, aside: bool) -> bool:
+        """Whether an instance whose standing is `aside` (`Standing.aside`) leaves the proxy's rotation: only
+        where it would hand the rounds on at admission anyway."""
+        s = self.settings
+        return aside and s.step_aside and s.enabled and s.straggler_at_admission and s.straggler_ratio > 0
 
     @staticmethod
     def handed_on(pace: Pace | None, instance_id: str) -> Pace:

@@ -14,6 +14,8 @@ gave it, so the paces that arrive are a sample of the peers' rates for that tool
 * `slow_against`: own rate under the straggler ratio of the peers' median, each over a few samples.
   A host slow as a whole brings in low paces too, so no instance of it is judged slow.
 * `Standing.judge`: run the round, hand it on (`SLOW`), or run it as a `PROBE`.
+* `Standing.aside`: whether the instance would hand on every round that comes now, so it may as well be out
+  of the proxy's rotation (`MRTR_WORKER_STEP_ASIDE`: its `/readyz` says so), back in when a probe is due.
 * `Standing.reference`: the peers' recent rate, the yardstick of the per-slice rule for a round that
   brings no pace of its own (a new call) or only one measured here.
 
@@ -95,6 +97,11 @@ class Standing:
     """tool -> (pace rate, clock time it arrived), newest last."""
     probing: dict[str, float] = field(default_factory=dict)
     """tool -> clock time a probe round was let through, until a slice of the tool reports."""
+    forget_peers: bool = True
+    """Peer paces older than `PEER_STALE_SECONDS` are forgotten; False (an instance that steps aside, see
+    `aside`): only newer paces push them out. Out of rotation, rounds come in only while it probes, so a
+    clock forgot the verdict it had stepped aside for, and it ran rounds at its slow speed (in the fleet
+    simulator, a fifth of the calls in a minute ran there, whole slices at a quarter speed)."""
 
     def observe(self, tool: str, steps: int, elapsed_ms: float, now: float) -> None:
         """Fold in one slice of `tool` that ran `steps` here in `elapsed_ms`."""
@@ -123,7 +130,8 @@ class Standing:
 
     def peer_rates(self, tool: str, now: float) -> list[float]:
         """The paces brought in lately for `tool`."""
-        return [rate for rate, at in self.peers.get(tool, ()) if now - at <= PEER_STALE_SECONDS]
+        kept = self.peers.get(tool, ())
+        return [rate for rate, at in kept if not self.forget_peers or now - at <= PEER_STALE_SECONDS]
 
     def reference(self, tool: str, now: float) -> float | None:
         """The median of the paces brought in lately for `tool` (None: none): what a slice here is compared with."""
@@ -145,3 +153,23 @@ class Standing:
             return Judgement.SLOW
         self.probing[tool] = now
         return Judgement.PROBE
+
+    def aside(self, ratio: float, now: float) -> bool:
+        """Whether some tool's rounds arriving now would all be handed on (`SLOW`): judged slow, and no probe
+        due, or one still running.
+
+        Why: a slow instance hands every round on at once, and the retry reaches a round-robin proxy before
+        any other request moves its cursor, so it lands on the next instance in the pool nearly every time:
+        that one serves two instances' share (the fleet simulator's study, 10 instances at 0.9 load: p99.9
+        200 s). Out of rotation, the proxy skips it fairly and its share spreads. It comes back as soon as a
+        probe is due, so the next round that reaches it is that probe.
+        """
+        for tool in self.own:
+            if not self.slow(tool, ratio, now):
+                continue
+            if now - self.own[tool][2] <= PROBE_EVERY:
+                return True
+            started = self.probing.get(tool)
+            if started is not None and now - started <= PROBE_PATIENCE:
+                return True
+        return False
