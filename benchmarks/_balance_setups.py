@@ -8,6 +8,8 @@ other keeps round robin and has the slow worker leave the rotation while it
 would hand every round on (`MRTR_WORKER_STEP_ASIDE`, `Standing.aside`). Both
 are measured side by side in one run, and the fleet simulator replays each
 cell with the same setup, so a key names both halves: `round_robin+step_aside`.
+Least request steps aside too: among a few workers it sends a round straight back to the slow one (it has
+the fewest requests open, having handed its own on), which out of rotation it cannot.
 """
 
 from __future__ import annotations
@@ -41,5 +43,5 @@ def setup_of(key: str) -> Setup:
     return Setup(balance, bool(plus))
 
 
-SETUPS = ("round_robin", "two_choices", "least_request", f"round_robin+{STEP_ASIDE}")
+SETUPS = ("round_robin", "two_choices", "least_request", f"round_robin+{STEP_ASIDE}", f"least_request+{STEP_ASIDE}")
 """What `scripts/bench balance` runs by default."""

@@ -41,6 +41,7 @@ BALANCES = {
     "two_choices": "two choices",
     "least_request": "least request",
     "round_robin+step_aside": "slow steps aside",
+    "least_request+step_aside": "least request, slow steps aside",
 }
 MEASURED = "measured by calibrate.py"
 WHY_SHED = "docs/benchmarks.md: why-shed"

@@ -156,7 +156,7 @@ class Instance:
         self.idle = env.event()
         self.rebalanced = env.event()
         self.on_standing: Callable[[], None] | None = None
-        """Told when the standing may have put this instance aside (`stepping_aside`): the proxy's health check."""
+        """Told when the standing puts this instance aside (`stepping_aside`): the proxy's health check follows it."""
         self._running: set[Attempt] = set()
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -199,7 +199,8 @@ class Instance:
         return self.policy.steps_aside(aside=aside)
 
     def _standing_moved(self) -> None:
-        if self.on_standing is not None and self.policy.settings.step_aside:
+        """Tell the proxy when the standing puts this instance aside; its probes see when that ends."""
+        if self.on_standing is not None and self.policy.settings.step_aside and self.stepping_aside():
             self.on_standing()
 
     def _check_idle(self) -> None:

@@ -13,8 +13,9 @@ steps aside as slow (`MRTR_WORKER_STEP_ASIDE`: its `/readyz` answers 503
 while its standing would hand every round on), taken at that instance's
 next probe, one every `health_interval` at a phase of its own, as the
 checker's loop does, and without the rebalance calls of a join (the proxy
-knows a backend back from stepping aside brings no capacity). Random placement (the supermarket
-model's baseline) is a picker of this module, not of the proxy.
+knows a backend back from stepping aside brings no capacity). Random
+placement (the supermarket model's baseline) is a picker of this module,
+not of the proxy.
 """
 
 from __future__ import annotations
@@ -67,10 +68,11 @@ class Proxy:
         self._joined: set[str] = set()
         self._rng = rng
         self._rebalancing = False
-        self._watched: set[str] = set()
-        self._phases: dict[str, float] = {}
-        """Instances whose readiness the health check follows probe by probe (`_readiness`): stepping aside."""
         """A round of rebalance calls is gathering joins (`REBALANCE_DEBOUNCE`), as `mrtr_lb.rebalance` does."""
+        self._watched: set[str] = set()
+        """Instances whose readiness the health check follows probe by probe (`_readiness`): stepping aside."""
+        self._phases: dict[str, float] = {}
+        """Where each instance's probe loop stands in its `HEALTH_INTERVAL`, drawn at its first watch."""
         self.unavailable = 0
         """Requests answered 503: no instance in rotation."""
 
@@ -141,8 +143,10 @@ class Proxy:
         if not backend.healthy and instance.alive:
             yield self.env.timeout(max(0.0, until - self.env.now))
             if instance.alive and not instance.draining:
-                self.pool.set_health(backend, not instance.stepping_aside())
-                self._watch(instance)
+                aside = instance.stepping_aside()
+                self.pool.set_health(backend, not aside, STEPPED_ASIDE if aside else None)
+                if aside:
+                    self._watch(instance)
 
     def _watch(self, instance: Instance) -> None:
         """Follow the instance's readiness from its next probe on, while it may be stepping aside."""

@@ -58,6 +58,13 @@ STRATEGIES = {
             Balance.ROUND_ROBIN,
             step_aside=True,
         ),
+        Strategy(
+            "hand-back+least-request+step-aside",
+            "hand-back, least request, slow steps aside",
+            True,
+            Balance.LEAST_REQUEST,
+            step_aside=True,
+        ),
         Strategy("tasks-rule-on", "task slices, straggler rule on", True, Balance.ROUND_ROBIN, tasks=True),
         Strategy(
             "tasks-rule-off", "task slices, straggler rule off", True, Balance.ROUND_ROBIN, tasks=True, straggler=False
