@@ -40,7 +40,7 @@ STRATEGIES = {
 BALANCES = {
     "two_choices": "two choices",
     "least_request": "least request",
-    "round_robin+step_aside": "slow steps aside",
+    "round_robin+step_aside": "round robin, slow steps aside",
     "least_request+step_aside": "least request, slow steps aside",
 }
 MEASURED = "measured by calibrate.py"

@@ -151,7 +151,11 @@ def _balance(compared: Sequence[Compared]) -> list[str]:
         "fewest requests open and the picker sends the retried round straight back; after three straggler "
         "hand-backs in a row the round has priority and runs there, slice after slice, at a quarter of the "
         "speed. Round robin takes the workers in turn whatever they hold, so a retried round goes back to the "
-        "slow one no more often than any other round does." + _apart(slow)
+        "slow one no more often than any other round does, but lands on the worker after it in the pool. With "
+        "the slow worker stepping aside (`MRTR_WORKER_STEP_ASIDE`) no round reaches it but its probes. Least "
+        "request with stepping aside does not help among three: in the replay the slow worker never judged "
+        "itself slow, since the rounds the per-slice rule moved off it came straight back and the paces they "
+        "brought were measured there, which its standing does not count as its peers'." + _apart(slow)
     ]
 
 

@@ -32,9 +32,9 @@ SMOKE = {
         "--down-after-ms",
         "1000",
     ],
-    # one cluster, one slow cell, its slowest call traced hop by hop
+    # one cluster (its workers stepping aside when slow), one slow cell, its slowest call traced hop by hop
     "balance": [
-        *("--duration", "2", "--repeats", "1", "--balances", "least_request", "--scenarios", "a"),
+        *("--duration", "2", "--repeats", "1", "--balances", "round_robin+step_aside", "--scenarios", "a"),
         *("--limit", "10000000", "--trace", "1"),
     ],
     # under a minute: a few seconds of capacity, 18 s of soak in three 6 s windows, tasks expiring after 5 s

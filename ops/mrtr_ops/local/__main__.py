@@ -27,6 +27,16 @@ def _versions(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in text.split(",") if v.strip())
 
 
+def worker_env(args: argparse.Namespace) -> dict[str, str]:
+    """The workers' settings the command line sets (the rest come from the environment or the defaults)."""
+    env = {"MRTR_WORKER_SHEDDING": "true" if args.shedding == "on" else "false"}
+    if args.max_slice_ms is not None:
+        env["MRTR_WORKER_MAX_SLICE_MS"] = str(args.max_slice_ms)
+    if args.step_aside:
+        env["MRTR_WORKER_STEP_ASIDE"] = "true"
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/cluster", description=__doc__)
     parser.add_argument("--workers", type=int, default=3, help="number of workers (default 3)")
@@ -42,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=Path(".cache/cluster"), help="logs and the key ring")
     parser.add_argument("--shedding", choices=("on", "off"), default="on", help="hand long work back under load")
     parser.add_argument("--max-slice-ms", type=int, help="time slice of a computation (0: off)")
+    parser.add_argument(
+        "--step-aside",
+        action="store_true",
+        help="a worker that knows it is slow leaves the proxy's rotation until a probe is due (MRTR_WORKER_STEP_ASIDE)",
+    )
     parser.add_argument(
         "--auth",
         action="store_true",
@@ -80,9 +95,6 @@ def main(argv: list[str] | None = None) -> int:
         print("cluster: --redis-ha needs redis-sentinel (as root, scripts/redis-setup installs it)", file=sys.stderr)
         return 1
 
-    worker_env = {"MRTR_WORKER_SHEDDING": "true" if args.shedding == "on" else "false"}
-    if args.max_slice_ms is not None:
-        worker_env["MRTR_WORKER_MAX_SLICE_MS"] = str(args.max_slice_ms)
     config = ClusterConfig(
         workers=args.workers,
         port=args.port,
@@ -92,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         work_dir=args.work_dir,
         auth=args.auth,
         issuer_dir=Path("secrets") if args.auth else None,
-        worker_env=worker_env,
+        worker_env=worker_env(args),
         redis=redis,
         redis_port=args.redis_port,
         redis_ha=args.redis_ha,
