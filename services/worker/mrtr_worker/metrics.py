@@ -62,3 +62,8 @@ class WorkerMetrics:
         )
         self.in_flight = Gauge("mrtr_worker_in_flight_requests", "MCP requests being handled", registry=r)
         self.ready = Gauge("mrtr_worker_ready", "1 while the worker accepts traffic, 0 while draining", registry=r)
+        self.stepping_aside = Gauge(
+            "mrtr_worker_stepping_aside",
+            "1 while the worker asks to be out of rotation as slow against its peers (MRTR_WORKER_STEP_ASIDE)",
+            registry=r,
+        )

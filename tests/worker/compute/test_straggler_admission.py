@@ -224,16 +224,18 @@ async def test_a_slow_instance_steps_aside_while_it_would_hand_every_round_on() 
     """`MRTR_WORKER_STEP_ASIDE`: its /readyz asks the proxy to skip it while every round would be handed on, and
     to send rounds again when a probe is due; the probe's slice puts it aside again if it is still slow."""
     clock, executor = FakeClock(), InlineExecutor()
-    engine, _ = make_engine(executor, clock, step_aside=True)
+    engine, metrics = make_engine(executor, clock, step_aside=True)
     slow = counting(clock, SLOW_STEP)
     assert not engine.stepping_aside()
     await learn(engine, slow, TEN_PER_SECOND, rounds=2)
     bring_peers(engine, clock, 1)
     assert engine.stepping_aside()  # it knows: every round would be handed on at admission
+    assert metrics.registry.get_sample_value("mrtr_worker_stepping_aside") == 1
 
     clock.advance(PROBE_EVERY + 1)
     bring_peers(engine, clock, 2)
     assert not engine.stepping_aside()  # a probe is due: back in rotation so a round can reach it
+    assert metrics.registry.get_sample_value("mrtr_worker_stepping_aside") == 0
     hint, _, _ = handed_back(await engine.run(make_round(arriving(TEN_PER_SECOND)), slow, {"n": 20}))
     assert hint["reason"] == "straggler"  # the probe, measured here and still slow
     assert engine.stepping_aside()

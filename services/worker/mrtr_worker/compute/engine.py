@@ -65,6 +65,7 @@ class Engine:
         self.standing = Standing(forget_peers=not settings.step_aside)
         """What this instance learned of its own speed against its peers', from the rounds it served."""
         self._max_workers = settings.max_concurrent
+        metrics.stepping_aside.set_function(lambda: float(self.stepping_aside()))
 
     def stepping_aside(self) -> bool:
         """Whether this instance asks to be out of the proxy's rotation: it knows it is slow and would hand every
