@@ -11,7 +11,12 @@ from benchmarks.fleet_sim.study import SCENARIOS, Result
 from benchmarks.report import markdown_table
 
 OURS, HEDGED = "hand-back", "hedged"
-ALTERNATIVES = ("hand-back+two-choices", "hand-back+least-request")
+ALTERNATIVES = (
+    "hand-back+two-choices",
+    "hand-back+least-request",
+    "hand-back+step-aside",
+    "hand-back+least-request+step-aside",
+)
 
 
 def anchors(found: Sequence[tuple[Anchor, float, int]], servers: int, service_times: float) -> list[str]:
