@@ -273,12 +273,16 @@ def test_a_round_just_fled_is_served_like_a_prioritized_one(at: Boundary, expect
     assert DEFAULT.at_boundary(at) is expected
 
 
+@pytest.mark.parametrize("setting", ["straggler_at_admission", "step_aside"])
 @pytest.mark.parametrize(("value", "expected"), [("false", False), ("true", True)])
-def test_the_admission_switch_reaches_the_policy(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -> None:
+def test_the_switches_reach_the_policy(
+    monkeypatch: pytest.MonkeyPatch, setting: str, value: str, expected: bool
+) -> None:
+    """`MRTR_WORKER_STRAGGLER_AT_ADMISSION` and `MRTR_WORKER_STEP_ASIDE`."""
     monkeypatch.setenv("MRTR_WORKER_KEYRING", new_ring("k1").dumps())
     monkeypatch.setenv("MRTR_WORKER_ALLOW_ANONYMOUS", "true")
-    monkeypatch.setenv("MRTR_WORKER_STRAGGLER_AT_ADMISSION", value)
-    assert WorkerSettings().shedding_settings().straggler_at_admission is expected
+    monkeypatch.setenv(f"MRTR_WORKER_{setting.upper()}", value)
+    assert getattr(WorkerSettings().shedding_settings(), setting) is expected
 
 
 # -- stepping aside: out of the proxy's rotation while every round would be handed on -----------------------
@@ -344,11 +348,3 @@ def test_steps_aside_only_where_it_would_hand_rounds_on(
     settings: SheddingSettings, aside: bool, steps_aside: bool
 ) -> None:
     assert SheddingPolicy(settings).steps_aside(aside=aside) is steps_aside
-
-
-@pytest.mark.parametrize(("value", "expected"), [("false", False), ("true", True)])
-def test_the_step_aside_switch_reaches_the_policy(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -> None:
-    monkeypatch.setenv("MRTR_WORKER_KEYRING", new_ring("k1").dumps())
-    monkeypatch.setenv("MRTR_WORKER_ALLOW_ANONYMOUS", "true")
-    monkeypatch.setenv("MRTR_WORKER_STEP_ASIDE", value)
-    assert WorkerSettings().shedding_settings().step_aside is expected
