@@ -146,13 +146,17 @@ class Standing:
         """What to do with a round of `tool` arriving now: `PROBE` is handed out to one round at a time."""
         if not self.slow(tool, ratio, now):
             return Judgement.RUN
-        if now - self.own[tool][2] <= PROBE_EVERY:
-            return Judgement.SLOW
-        started = self.probing.get(tool)
-        if started is not None and now - started <= PROBE_PATIENCE:
+        if not self._probe_due(tool, now):
             return Judgement.SLOW
         self.probing[tool] = now
         return Judgement.PROBE
+
+    def _probe_due(self, tool: str, now: float) -> bool:
+        """Whether a round of `tool` may run here as a probe: the own rate is old and no probe is out."""
+        if now - self.own[tool][2] <= PROBE_EVERY:
+            return False
+        started = self.probing.get(tool)
+        return started is None or now - started > PROBE_PATIENCE
 
     def aside(self, ratio: float, now: float) -> bool:
         """Whether some tool's rounds arriving now would all be handed on (`SLOW`): judged slow, and no probe
@@ -164,12 +168,4 @@ class Standing:
         200 s). Out of rotation, the proxy skips it fairly and its share spreads. It comes back as soon as a
         probe is due, so the next round that reaches it is that probe.
         """
-        for tool in self.own:
-            if not self.slow(tool, ratio, now):
-                continue
-            if now - self.own[tool][2] <= PROBE_EVERY:
-                return True
-            started = self.probing.get(tool)
-            if started is not None and now - started <= PROBE_PATIENCE:
-                return True
-        return False
+        return any(self.slow(tool, ratio, now) and not self._probe_due(tool, now) for tool in self.own)
