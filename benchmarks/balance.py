@@ -2,8 +2,8 @@
 
 Issue 25 §4: the fleet simulator said two choices beats round robin under
 hand-back (`scripts/bench fleet-sim`); this measures it on the real
-three-worker cluster, and round robin with slow workers stepping aside
-(`MRTR_WORKER_STEP_ASIDE`; `benchmarks._balance_setups`). One cluster per
+three-worker cluster, and round robin and least request with slow workers
+stepping aside (`MRTR_WORKER_STEP_ASIDE`; `benchmarks._balance_setups`). One cluster per
 setup (`MRTR_LB_BALANCE`), the workers' defaults (hand-back on) but for the
 step-aside switch, started together; the cells run one after the other,
 each setup in turn, so a busy machine drifts over all alike: healthy, and
@@ -100,10 +100,11 @@ def main() -> int:
     args = p.parse_args()
     sizes = sizes_of(args.duration, args.callers, args.limit)
     balances = [b.strip() for b in args.balances.split(",")]
-    try:
-        [setup_of(b) for b in balances]
-    except ValueError as exc:
-        p.error(str(exc))
+    for balance in balances:
+        try:
+            setup_of(balance)
+        except ValueError as exc:
+            p.error(str(exc))
     scenarios = [s.strip() for s in args.scenarios.split(",")]
     if unknown := set(scenarios) - set(SCENARIOS):
         p.error(f"unknown scenarios {sorted(unknown)}: choose from {','.join(SCENARIOS)}")
@@ -122,8 +123,8 @@ def report(cells: dict[tuple[str, str], list[Cell]], balances: list[str], sizes:
         "## The proxy's balance on the real cluster: round robin, two choices, least request, stepping aside",
         "",
         f"One cluster per setup (three workers, hand-back on: the defaults), started together: a balance "
-        "(`MRTR_LB_BALANCE`), and `round_robin+step_aside`, round robin with `MRTR_WORKER_STEP_ASIDE=true` (a "
-        "worker that knows it is slow leaves the rotation until a probe is due); "
+        "(`MRTR_LB_BALANCE`), `+step_aside` with the workers' `MRTR_WORKER_STEP_ASIDE=true` (a worker that "
+        "knows it is slow leaves the rotation until a probe is due); "
         f"{sizes.callers} closed-loop callers of `count_primes({sizes.short.limit:,})` ({sizes.short.steps} steps) "
         f"for {sizes.duration:g} s a cell, each setup in turn, {repeats} rounds (figures: calls of all rounds "
         "together). In the slow cells one worker runs 25 ms of every 100 ms (SIGSTOP/SIGCONT). Every answer "
