@@ -144,7 +144,7 @@ class Instance:
         self.pool = pool if pool is not None else group
         self.version = version
         self.policy = SheddingPolicy(settings)
-        self.standing = Standing(forget_peers=not settings.step_aside)
+        self.standing = Standing.for_step_aside(settings.step_aside)
         self.slots = Slots(env, settings.max_concurrent)
         self.cost = cost
         self.draining = False

@@ -18,6 +18,7 @@ from mrtr_worker.compute.standing import (
     PEER_STALE_SECONDS,
     PROBE_EVERY,
     PROBE_PATIENCE,
+    PROBE_SOON,
     Judgement,
     Standing,
     from_peer,
@@ -67,9 +68,11 @@ def test_a_pace_is_a_peers_only_if_another_instance_ended_the_last_round(
     assert from_peer(visited, "w-test") is peer
 
 
-def slow_standing(*, own_slices: int = 2, peer_paces: int = 3, now: float = T0) -> Standing:
+def slow_standing(
+    *, own_slices: int = 2, peer_paces: int = 3, now: float = T0, step_aside: bool = False
+) -> Standing:
     """A standing that saw `own_slices` slices at 2.5 steps/s and `peer_paces` paces of 10 steps/s at `now`."""
-    standing = Standing()
+    standing = Standing.for_step_aside(step_aside)
     for _ in range(own_slices):
         standing.observe("count", 5, 2000, now)
     for _ in range(peer_paces):
@@ -319,6 +322,59 @@ def test_a_slow_instance_stands_aside_until_a_probe_is_due(later: float, probe_a
 )
 def test_without_a_slow_judgement_an_instance_stays_in_rotation(standing: Standing, ratio: float, aside: bool) -> None:
     assert standing.aside(ratio, T0) is aside
+
+
+@pytest.mark.parametrize(
+    ("step_aside", "forget_peers", "first_probe_after"), [(False, True, PROBE_EVERY), (True, False, PROBE_SOON)]
+)
+def test_an_instance_that_steps_aside_keeps_its_peers_and_probes_a_new_verdict_soon(
+    step_aside: bool, forget_peers: bool, first_probe_after: float
+) -> None:
+    standing = Standing.for_step_aside(step_aside)
+    assert (standing.forget_peers, standing.first_probe_after) == (forget_peers, first_probe_after)
+
+
+@pytest.mark.parametrize(
+    ("probe_rate", "later", "aside"),
+    [
+        (None, PROBE_SOON, True),  # a verdict no probe has tested: it may rest on one pause
+        (None, PROBE_SOON + 0.01, False),  # so a probe is due after about a slice
+        (2.5, PROBE_SOON + 0.01, True),  # the probe's slice was slow too: confirmed, the next waits longer
+        (2.5, PROBE_EVERY, True),
+        (2.5, PROBE_EVERY + 0.01, False),
+        (7.0, 0.0, True),  # the probe ran at 7 steps/s: the blend (4.75) is still under half its peers' 10
+        (7.0, PROBE_SOON + 0.01, False),  # but the probe was not slow: probed again soon
+        (10.0, 0.0, False),  # recovered: the blend (6.25) is out of the verdict
+    ],
+)
+def test_stepping_aside_a_verdict_is_probed_soon_until_a_probe_confirms_it(
+    probe_rate: float | None, later: float, aside: bool
+) -> None:
+    """A 2 s pause (a long garbage collection) stalls the slices under way and reads as slowness; out of rotation
+    until `PROBE_EVERY`, the instance was lost for 10 s after every pause. `later`: after the probe's slice."""
+    standing = slow_standing(step_aside=True)
+    ended = T0
+    if probe_rate is not None:
+        started = T0 + PROBE_SOON + 0.01
+        assert standing.judge("count", 0.5, started) is Judgement.PROBE
+        ended = started + 2
+        for _ in range(3):
+            standing.bring("count", PEER, peer=True, now=ended)
+        standing.observe("count", int(probe_rate * 2), 2000, ended)  # the probe's slice, two seconds
+        assert standing.probed == {"count": probe_rate}
+    assert standing.aside(0.5, ended + later) is aside
+
+
+def test_a_slice_that_reports_while_no_probe_is_out_is_no_probes_verdict() -> None:
+    standing = slow_standing(step_aside=True)
+    standing.observe("count", 5, 2000, T0)
+    assert standing.probed == {}
+    assert not standing.aside(0.5, T0 + PROBE_SOON + 0.01)
+
+
+def test_by_default_a_new_verdict_waits_the_whole_probe_period() -> None:
+    assert slow_standing().aside(0.5, T0 + PROBE_SOON + 0.01)
+    assert slow_standing().judge("count", 0.5, T0 + PROBE_SOON + 0.01) is Judgement.SLOW
 
 
 def test_standing_aside_forgets_with_the_peer_paces() -> None:

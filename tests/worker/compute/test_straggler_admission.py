@@ -10,7 +10,7 @@ import asyncio
 
 from mrtr_worker.compute.computation import Computation
 from mrtr_worker.compute.engine import Engine
-from mrtr_worker.compute.standing import PROBE_EVERY
+from mrtr_worker.compute.standing import PROBE_EVERY, PROBE_SOON
 from mrtr_worker.sealing.layout import Pace, Trace
 from tests.worker.compute.test_engine import (
     IDENTITY,
@@ -222,7 +222,8 @@ async def test_a_round_back_on_the_straggler_it_fled_keeps_its_time_slice() -> N
 
 async def test_a_slow_instance_steps_aside_while_it_would_hand_every_round_on() -> None:
     """`MRTR_WORKER_STEP_ASIDE`: its /readyz asks the proxy to skip it while every round would be handed on, and
-    to send rounds again when a probe is due; the probe's slice puts it aside again if it is still slow."""
+    to send rounds again when a probe is due: soon for a new verdict (it may rest on one pause), after
+    `PROBE_EVERY` once a probe's slice was slow too."""
     clock, executor = FakeClock(), InlineExecutor()
     engine, metrics = make_engine(executor, clock, step_aside=True)
     slow = counting(clock, SLOW_STEP)
@@ -232,13 +233,18 @@ async def test_a_slow_instance_steps_aside_while_it_would_hand_every_round_on() 
     assert engine.stepping_aside()  # it knows: every round would be handed on at admission
     assert metrics.registry.get_sample_value("mrtr_worker_stepping_aside") == 1
 
-    clock.advance(PROBE_EVERY + 1)
-    bring_peers(engine, clock, 2)
-    assert not engine.stepping_aside()  # a probe is due: back in rotation so a round can reach it
+    clock.advance(PROBE_SOON + 0.01)
+    assert not engine.stepping_aside()  # no probe has tested the verdict: back in rotation so a round reaches it
     assert metrics.registry.get_sample_value("mrtr_worker_stepping_aside") == 0
     hint, _, _ = handed_back(await engine.run(make_round(arriving(TEN_PER_SECOND)), slow, {"n": 20}))
     assert hint["reason"] == "straggler"  # the probe, measured here and still slow
     assert engine.stepping_aside()
+
+    clock.advance(PROBE_SOON + 0.01)
+    bring_peers(engine, clock, 3)
+    assert engine.stepping_aside()  # confirmed: the next probe waits the whole period
+    clock.advance(PROBE_EVERY - PROBE_SOON)
+    assert not engine.stepping_aside()
 
 
 async def test_stepping_aside_is_off_by_default() -> None:

@@ -62,7 +62,7 @@ class Engine:
         self._executor = executor
         self._clock = clock
         self._pool: StepPool | None = None
-        self.standing = Standing(forget_peers=not settings.step_aside)
+        self.standing = Standing.for_step_aside(settings.step_aside)
         """What this instance learned of its own speed against its peers', from the rounds it served."""
         self._max_workers = settings.max_concurrent
         metrics.stepping_aside.set_function(lambda: float(self.stepping_aside()))

@@ -25,6 +25,11 @@ calls at its slow speed for a couple of slices every stale period (the slowest c
 benchmark were those). Once its own rate is older than `PROBE_EVERY`, one round at a time runs here
 as a probe (the per-slice rule moves it after its measured slice if it is still slow), and its
 slice confirms the standing or, weighted in, lifts a recovered instance out of it.
+
+An instance that steps aside (`for_step_aside`) probes a verdict no probe has confirmed after
+`PROBE_SOON` instead: a pause (a long garbage collection) reads as slowness to the slices it
+stalled, and out of rotation until `PROBE_EVERY` the instance was lost to the fleet for 10 s after
+each 2 s pause (the fleet simulator's gc scenario, 10 instances: p99.9 worse than hedging's).
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ which grow rare once this instance hands rounds on (its calls finish on the peer
 between two paces were common, and a 10 s memory dropped the standing it had just learned."""
 PROBE_EVERY = 10.0
 """A slow instance whose own rate is older than this runs one round as a probe: how soon a recovered one learns."""
+PROBE_SOON = 1.0
+"""How long after its newest slice an instance that steps aside probes a verdict no probe has confirmed yet."""
 PROBE_PATIENCE = 5.0
 """A probe that has not reported a slice after this long (its call was cancelled) lets another round probe."""
 
@@ -103,13 +110,31 @@ class Standing:
     clock forgot the verdict it had stepped aside for, and it ran rounds at its slow speed (in the fleet
     simulator, a fifth of the calls in a minute ran there, whole slices at a quarter speed)."""
 
+    first_probe_after: float = PROBE_EVERY
+    """How long after its newest slice a verdict waits for its probe while no probe has confirmed it (the
+    newest slice that reported while a probe was out was not slow); once one has, `PROBE_EVERY`."""
+    probed: dict[str, float] = field(default_factory=dict)
+    """tool -> rate of the newest slice that reported while a probe was out: the probe's verdict."""
+
+    @classmethod
+    def for_step_aside(cls, step_aside: bool) -> Standing:
+        """The standing of an instance that steps aside (`MRTR_WORKER_STEP_ASIDE`) or does not.
+
+        Stepping aside, peer paces are kept until newer ones push them out (`forget_peers`) and a verdict is
+        probed `PROBE_SOON` after the slices it rests on, until a probe confirms it (`first_probe_after`).
+        """
+        if not step_aside:
+            return cls()
+        return cls(forget_peers=False, first_probe_after=PROBE_SOON)
+
     def observe(self, tool: str, steps: int, elapsed_ms: float, now: float) -> None:
         """Fold in one slice of `tool` that ran `steps` here in `elapsed_ms`."""
         if steps <= 0 or elapsed_ms <= 0:
             return
         rate = steps * 1000 / elapsed_ms
         before = self.own.get(tool)
-        self.probing.pop(tool, None)
+        if self.probing.pop(tool, None) is not None:
+            self.probed[tool] = rate
         if before is None:
             self.own[tool] = (rate, 1, now)
         else:
@@ -146,14 +171,15 @@ class Standing:
         """What to do with a round of `tool` arriving now: `PROBE` is handed out to one round at a time."""
         if not self.slow(tool, ratio, now):
             return Judgement.RUN
-        if not self._probe_due(tool, now):
+        if not self._probe_due(tool, ratio, now):
             return Judgement.SLOW
         self.probing[tool] = now
         return Judgement.PROBE
 
-    def _probe_due(self, tool: str, now: float) -> bool:
+    def _probe_due(self, tool: str, ratio: float, now: float) -> bool:
         """Whether a round of `tool` may run here as a probe: the own rate is old and no probe is out."""
-        if now - self.own[tool][2] <= PROBE_EVERY:
+        confirmed = slow_against(self.probed.get(tool), self.peer_rates(tool, now), ratio)
+        if now - self.own[tool][2] <= (PROBE_EVERY if confirmed else self.first_probe_after):
             return False
         started = self.probing.get(tool)
         return started is None or now - started > PROBE_PATIENCE
@@ -168,4 +194,4 @@ class Standing:
         200 s). Out of rotation, the proxy skips it fairly and its share spreads. It comes back as soon as a
         probe is due, so the next round that reaches it is that probe.
         """
-        return any(self.slow(tool, ratio, now) and not self._probe_due(tool, now) for tool in self.own)
+        return any(self.slow(tool, ratio, now) and not self._probe_due(tool, ratio, now) for tool in self.own)
