@@ -139,9 +139,14 @@ def _children(pid: int) -> list[int]:
 
 
 def _end(pids: list[int]) -> None:
+    _signal(pids, signal.SIGTERM)
+
+
+def _signal(pids: list[int], signum: signal.Signals) -> None:
+    """Send `signum` to each of `pids`, those already gone aside."""
     for pid in pids:
         with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signum)
 
 
 def steps_executed(cluster: LocalCluster, tool: str = "count_primes") -> float:

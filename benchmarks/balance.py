@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from benchmarks._balance_order import Slot, schedule
@@ -51,11 +52,25 @@ def _healthy(cluster: LocalCluster, sizes: Sizes) -> Cell:
     return Cell("healthy", Strategy.OURS, callers.load, sizes.short.steps, executed, round_robin=turned)
 
 
+def run_slot(cluster: LocalCluster, slot: Slot, sizes: Sizes) -> Cell:
+    """One of this benchmark's cells: all healthy, or (a) one worker at a quarter speed."""
+    return _healthy(cluster, sizes) if slot.scenario == "healthy" else run(cluster, "a", Strategy.OURS, sizes)
+
+
 def measure(
-    balances: list[str], scenarios: list[str], sizes: Sizes, repeats: int, work: Path, slowest: int = 0
+    balances: list[str],
+    scenarios: list[str],
+    sizes: Sizes,
+    repeats: int,
+    work: Path,
+    slowest: int = 0,
+    *,
+    titles: Mapping[str, str] = SCENARIOS,
+    cell_of: Callable[[LocalCluster, Slot, Sizes], Cell] = run_slot,
 ) -> list[tuple[Slot, Cell]]:
     """Every cell in `schedule` order, each balance on a cluster of its own started first (in `work`, kept if
-    the run fails); `slowest` > 0 prints each cell's slowest calls, hop by hop."""
+    the run fails); `slowest` > 0 prints each cell's slowest calls, hop by hop. `cell_of` runs one cell (the
+    pause benchmark's its own scenario, `titles` its name)."""
     started: dict[str, LocalCluster] = {}
     cells: list[tuple[Slot, Cell]] = []
     try:
@@ -73,10 +88,8 @@ def measure(
             )
             started[balance] = LocalCluster(config).start()
         for slot in schedule(balances, scenarios, repeats):
-            print(f"[{slot.round + 1}/{repeats}] {SCENARIOS[slot.scenario]}: {slot.balance} ...", flush=True)
-            cluster = started[slot.balance]
-            healthy = slot.scenario == "healthy"
-            cell = _healthy(cluster, sizes) if healthy else run(cluster, "a", Strategy.OURS, sizes)
+            print(f"[{slot.round + 1}/{repeats}] {titles[slot.scenario]}: {slot.balance} ...", flush=True)
+            cell = cell_of(started[slot.balance], slot, sizes)
             cells.append((slot, cell))
             if slowest:
                 print("\n".join(trace(cell, slowest)), flush=True)
@@ -131,15 +144,23 @@ def report(cells: dict[tuple[str, str], list[Cell]], balances: list[str], sizes:
         'checked. The fleet simulator\'s study is in the section "Past two cores".',
         "",
     ]
-    rows = []
-    for scenario, title in SCENARIOS.items():
+    columns = ["cell", "balance", "calls completed", "p50 s", "p99 s", "max s", "wrong / errors"]
+    return [*lines, *markdown_table(columns, "llrrrrr", rows(cells, balances, SCENARIOS))]
+
+
+def rows(
+    cells: dict[tuple[str, str], list[Cell]], balances: list[str], titles: Mapping[str, str]
+) -> list[tuple[object, ...]]:
+    """One row per cell and setup run (in `titles`' order, then `balances`'): the calls of all its rounds."""
+    found: list[tuple[object, ...]] = []
+    for scenario, title in titles.items():
         for balance in balances if any(key[0] == scenario for key in cells) else ():
             runs = cells.get((scenario, balance), [])
             seconds = sorted(call.seconds for cell in runs for call in cell.load.calls)
             completed = sum(cell.load.completed for cell in runs)
             wrong = sum(cell.load.wrong for cell in runs)
             errors = sum(len(cell.load.errors) for cell in runs)
-            rows.append(
+            found.append(
                 (
                     title,
                     f"`{balance}`",
@@ -150,8 +171,7 @@ def report(cells: dict[tuple[str, str], list[Cell]], balances: list[str], sizes:
                     f"{wrong} / {errors}",
                 )
             )
-    columns = ["cell", "balance", "calls completed", "p50 s", "p99 s", "max s", "wrong / errors"]
-    return [*lines, *markdown_table(columns, "llrrrrr", rows)]
+    return found
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, median, stop_cluster, verdict
+from benchmarks._cluster import TOOL_PACKS, PrimesCall, _children, _signal, median, stop_cluster, verdict
 from benchmarks._straggler_tasks import MODES as TASK_MODES
 from benchmarks._straggler_tasks import RUNS as TASK_RUNS
 from benchmarks._straggler_tasks import TaskRun, load_tasks
@@ -160,12 +160,6 @@ class Throttle:
 
 def _sleep_until(moment: float) -> None:
     time.sleep(max(0.0, moment - time.monotonic()))
-
-
-def _signal(pids: list[int], signum: signal.Signals) -> None:
-    for pid in pids:
-        with suppress(ProcessLookupError):
-            os.kill(pid, signum)
 
 
 async def load(url: str, call: PrimesCall, callers: int, window: float) -> Run:

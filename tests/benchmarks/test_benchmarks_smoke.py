@@ -37,6 +37,11 @@ SMOKE = {
         *("--duration", "2", "--repeats", "1", "--balances", "round_robin+step_aside", "--scenarios", "a"),
         *("--limit", "10000000", "--trace", "1"),
     ],
+    # one cluster stepping aside, its three workers paused often and briefly (SIGSTOP/SIGCONT)
+    "pauses": [
+        *("--duration", "2", "--repeats", "1", "--balances", "round_robin+step_aside", "--limit", "10000000"),
+        *("--every", "0.5", "--length", "0.3"),
+    ],
     # under a minute: a few seconds of capacity, 18 s of soak in three 6 s windows, tasks expiring after 5 s
     # (the fixture's long pole: 30 s of soak made it 15 s longer)
     "soak": [
@@ -104,3 +109,12 @@ def test_balance_benchmark_traces_the_slowest_call_of_its_cell(outputs: dict[str
     assert "(a) checkpoint shedding: the 1 slowest calls" in output, output
     assert re.search(r"^  +[\d.]+ s, started at +[\d.]+ s: .*:complete:\d+$", output, re.M), output
     assert "all healthy" not in output, output  # only the cell asked for ran
+
+
+@pytest.mark.slow
+def test_pause_benchmark_pauses_its_workers(outputs: dict[str, tuple[int, str]]) -> None:
+    _, output = outputs["pauses"]
+    assert "| each pauses 0.3 s about every 0.5 s | `round_robin+step_aside` |" in output, output
+    stopped = re.search(r"The workers were stopped (\d+)% to (\d+)% of the time", output)
+    assert stopped and int(stopped.group(2)) > 0, output
+    assert "0 / 0 |" in output, output  # no wrong answer, no error, for all the pauses
