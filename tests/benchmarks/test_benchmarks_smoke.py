@@ -116,5 +116,6 @@ def test_pause_benchmark_pauses_its_workers(outputs: dict[str, tuple[int, str]])
     _, output = outputs["pauses"]
     assert "| each pauses 0.3 s about every 0.5 s | `round_robin+step_aside` |" in output, output
     stopped = re.search(r"The workers were stopped (\d+)% to (\d+)% of the time", output)
-    assert stopped and int(stopped.group(2)) > 0, output
+    assert stopped, output
+    assert int(stopped.group(2)) > 0, output
     assert "0 / 0 |" in output, output  # no wrong answer, no error, for all the pauses

@@ -68,9 +68,7 @@ def test_a_pace_is_a_peers_only_if_another_instance_ended_the_last_round(
     assert from_peer(visited, "w-test") is peer
 
 
-def slow_standing(
-    *, own_slices: int = 2, peer_paces: int = 3, now: float = T0, step_aside: bool = False
-) -> Standing:
+def slow_standing(*, own_slices: int = 2, peer_paces: int = 3, now: float = T0, step_aside: bool = False) -> Standing:
     """A standing that saw `own_slices` slices at 2.5 steps/s and `peer_paces` paces of 10 steps/s at `now`."""
     standing = Standing.for_step_aside(step_aside)
     for _ in range(own_slices):
