@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from mrtr_lb.balancing import Balance
+
 STEP_ASIDE = "step_aside"
 """The suffix of a setup whose workers step aside while slow."""
 
@@ -36,10 +38,11 @@ class Setup(NamedTuple):
 
 
 def setup_of(key: str) -> Setup:
-    """`round_robin` or `round_robin+step_aside` (any balance, with or without the suffix)."""
+    """`round_robin` or `round_robin+step_aside` (any of mrtr_lb's balances, with or without the suffix)."""
     balance, plus, extra = key.partition("+")
-    if plus and extra != STEP_ASIDE:
-        raise ValueError(f"unknown setup {key!r}: a balance, optionally followed by +{STEP_ASIDE}")
+    if (plus and extra != STEP_ASIDE) or balance not in set(Balance):
+        known = ", ".join(Balance)
+        raise ValueError(f"unknown setup {key!r}: a balance ({known}), optionally followed by +{STEP_ASIDE}")
     return Setup(balance, bool(plus))
 
 

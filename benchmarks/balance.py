@@ -14,6 +14,7 @@ every answer checked.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import tempfile
 import time
@@ -102,22 +103,33 @@ def measure(
     return cells
 
 
-def main() -> int:
-    p = parser(__doc__, duration=30.0, duration_help="seconds of load per cell")
+def add_setup_options(p: argparse.ArgumentParser) -> None:
+    """The options this benchmark shares with the pause benchmark: the load, the rounds, the setups, the traces."""
     p.add_argument("--callers", type=int, default=6, help="closed-loop callers (default 6)")
     p.add_argument("--repeats", type=int, default=2, help="rounds of every cell (default 2)")
     p.add_argument("--balances", default=",".join(BALANCES), help=f"setups, subset of {','.join(BALANCES)}")
     p.add_argument("--limit", type=int, default=100_000_000, choices=sorted(primes.KNOWN_COUNTS))
-    p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"subset of {','.join(SCENARIOS)}")
     p.add_argument("--trace", type=int, default=0, metavar="N", help="print each cell's N slowest calls, hop by hop")
-    args = p.parse_args()
-    sizes = sizes_of(args.duration, args.callers, args.limit)
-    balances = [b.strip() for b in args.balances.split(",")]
-    for balance in balances:
+
+
+def chosen_setups(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The setups `--balances` names (an unknown one is a usage error)."""
+    setups = [b.strip() for b in args.balances.split(",")]
+    for setup in setups:
         try:
-            setup_of(balance)
+            setup_of(setup)
         except ValueError as exc:
             p.error(str(exc))
+    return setups
+
+
+def main() -> int:
+    p = parser(__doc__, duration=30.0, duration_help="seconds of load per cell")
+    add_setup_options(p)
+    p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"subset of {','.join(SCENARIOS)}")
+    args = p.parse_args()
+    sizes = sizes_of(args.duration, args.callers, args.limit)
+    balances = chosen_setups(p, args)
     scenarios = [s.strip() for s in args.scenarios.split(",")]
     if unknown := set(scenarios) - set(SCENARIOS):
         p.error(f"unknown scenarios {sorted(unknown)}: choose from {','.join(SCENARIOS)}")

@@ -22,13 +22,11 @@ from pathlib import Path
 
 from benchmarks import balance
 from benchmarks._balance_order import Slot
-from benchmarks._balance_setups import SETUPS, setup_of
 from benchmarks._pauses import Pauses
 from benchmarks._why_shed.fleet import Steps, Strategy, ensure, round_robin
 from benchmarks._why_shed.scenarios import Callers, Cell, Sizes
 from benchmarks.report import markdown_table, parser, publish
 from mrtr_ops.local.cluster import LocalCluster
-from mrtr_worker.compute import primes
 
 NAME = "pauses"
 SCENARIO = "pauses"
@@ -55,22 +53,17 @@ def paused(cluster: LocalCluster, slot: Slot, sizes: Sizes, *, every: float, len
 
 def main() -> int:
     p = parser(__doc__, duration=30.0, duration_help="seconds of load per cell")
-    p.add_argument("--callers", type=int, default=6, help="closed-loop callers (default 6)")
-    p.add_argument("--repeats", type=int, default=2, help="rounds of every cell (default 2)")
-    p.add_argument("--balances", default=",".join(SETUPS), help=f"setups, subset of {','.join(SETUPS)}")
-    p.add_argument("--limit", type=int, default=100_000_000, choices=sorted(primes.KNOWN_COUNTS))
-    p.add_argument("--every", type=float, default=EVERY, help=f"mean seconds between a worker's pauses ({EVERY:g})")
+    balance.add_setup_options(p)
+    p.add_argument(
+        "--every", type=float, default=EVERY, help=f"mean seconds between a worker's pauses (default {EVERY:g})"
+    )
     p.add_argument("--length", type=float, default=LENGTH, help=f"seconds a pause lasts (default {LENGTH:g})")
     p.add_argument("--seed", type=int, default=1, help="the pauses' schedule (the same seed, the same moments)")
-    p.add_argument("--trace", type=int, default=0, metavar="N", help="print each cell's N slowest calls, hop by hop")
     args = p.parse_args()
+    if args.every <= 0 or args.length <= 0:
+        p.error("--every and --length must be positive seconds")
     sizes = balance.sizes_of(args.duration, args.callers, args.limit)
-    setups = [b.strip() for b in args.balances.split(",")]
-    for setup in setups:
-        try:
-            setup_of(setup)
-        except ValueError as exc:
-            p.error(str(exc))
+    setups = balance.chosen_setups(p, args)
     title = f"each pauses {args.length:g} s about every {args.every:g} s"
     cell_of = partial(paused, every=args.every, length=args.length, seed=args.seed)
     work = Path(tempfile.mkdtemp(prefix="mrtr-pauses-"))

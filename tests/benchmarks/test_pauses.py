@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +62,13 @@ def test_leaving_resumes_a_process_in_the_middle_of_its_pause(parent_and_child: 
     assert not _stopped(parent)
     assert not _stopped(child)
     assert pauses.stopped == 1
+
+
+@pytest.mark.parametrize("flags", [["--every", "0"], ["--length", "-1"], ["--balances", "round_robin,nope"]])
+def test_the_benchmark_refuses_bad_flags_before_any_cluster_starts(flags: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.pauses", *flags, "--no-report"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "error:" in done.stderr
+    assert "Traceback" not in done.stderr
