@@ -47,8 +47,9 @@ def parent_and_child() -> Iterator[tuple[int, int]]:
 
 def test_a_pause_stops_the_process_and_its_children_then_resumes_them(parent_and_child: tuple[int, int]) -> None:
     parent, child = parent_and_child
-    assert schedule(1, every=0.01, length=0.3, until=0.05, seed=1)  # this seed pauses at once
-    with Pauses([parent], every=0.01, length=0.3, until=0.05, seed=1) as pauses:
+    assert schedule(1, every=0.01, length=2.0, until=0.05, seed=1)  # this seed pauses at once
+    # 2 s: long enough that a busy machine's test thread, polling every 50 ms, still sees the pause
+    with Pauses([parent], every=0.01, length=2.0, until=0.05, seed=1) as pauses:
         wait_until(lambda: _stopped(parent) and _stopped(child), timeout=10, what="both stopped")
         wait_until(lambda: not _stopped(parent) and not _stopped(child), timeout=10, what="both resumed")
     assert pauses.stopped >= 1
