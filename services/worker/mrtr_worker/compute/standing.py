@@ -177,7 +177,8 @@ class Standing:
         return Judgement.PROBE
 
     def _probe_due(self, tool: str, ratio: float, now: float) -> bool:
-        """Whether a round of `tool` may run here as a probe: the own rate is old and no probe is out."""
+        """Whether a round of `tool` may run here as a probe: no probe is out, and the own rate is older than
+        `first_probe_after`, or `PROBE_EVERY` once a probe's own slice was slow too (`probed`)."""
         confirmed = slow_against(self.probed.get(tool), self.peer_rates(tool, now), ratio)
         if now - self.own[tool][2] <= (PROBE_EVERY if confirmed else self.first_probe_after):
             return False
