@@ -154,10 +154,10 @@ async def running(*apps: FrontDoor) -> AsyncIterator[None]:
         yield
 
 
-async def first_state(app: FrontDoor, arguments: dict[str, Any] | None = None, **headers: str) -> str:
+async def first_state(app: FrontDoor, **headers: str) -> str:
     """A real state of the tool's first round: a drain hands the round back at once."""
     app.state.worker.lifecycle.drain()
-    status, _, first = await post(app, *request(params(None, arguments), **headers))
+    status, _, first = await post(app, *request(params(None), **headers))
     app.state.worker.lifecycle.undrain()
     assert status == 200
     state: str = json.loads(first)["result"]["requestState"]
