@@ -29,9 +29,9 @@ recognise before committing (unparsable JSON, an odd envelope, a header mismatch
 a tool it does not serve) hands the untouched request (the same body messages, replayed)
 to the SDK's path, which answers exactly as before. Nothing before the commit has a side
 effect (no metric, no log line, no spent state), so every error answer is the SDK's own,
-byte for byte (`tests/worker/edge/test_fast_resume_corpus.py` holds it to that). It is off when tracing is
-configured (the SDK's span middleware would be skipped) and for any middleware or
-extension it does not know.
+byte for byte (`tests/worker/edge/test_fast_resume_corpus.py` holds it to that). It
+is off when tracing is configured (the SDK's span middleware would be skipped) and for
+any middleware or extension it does not know.
 """
 
 from __future__ import annotations
