@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from redis.asyncio.client import Pipeline
 
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.redis_link import NotReplicated, RedisTarget, WaitPolicy, newest_primary, parse_sentinels
@@ -99,3 +101,12 @@ def test_a_primary_seen_down_or_not_a_primary_is_never_followed() -> None:
     assert newest_primary([down, failed, not_primary, _view(7001, epoch=3)]) == _view(7001, epoch=3)
     assert newest_primary([down, None]) is None
     assert newest_primary([]) is None
+
+
+def test_the_private_step_the_replicated_pipeline_overrides_is_still_the_one_execute_runs() -> None:
+    """`ReplicatedPipeline` overrides redis-py's private `Pipeline._execute_transaction` (redis is pinned exactly):
+    it must still be the step `execute` runs a transaction through, called with these arguments. What the
+    override does (WAIT on the transaction's connection) is tested against real servers in `test_redis_wait.py`."""
+    assert "execute = self._execute_transaction" in inspect.getsource(Pipeline.execute)
+    parameters = list(inspect.signature(Pipeline._execute_transaction).parameters)
+    assert parameters == ["self", "connection", "commands", "raise_on_error"]

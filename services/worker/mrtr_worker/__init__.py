@@ -7,13 +7,15 @@ say so, and `lint-imports` checks them in CI):
 * `__main__`: `python -m mrtr_worker` (imports nothing until it runs: the step pool re-imports it).
 * `listener`: the uvicorn plumbing: `serve` (start-up from the environment), `draining_server`
   (a drained worker leaves at once), `bounded_http` (bounded heads, bodies, connections),
-  `one_write` (a response's head and body in one write).
+  `one_write` (a response's head and body in one write), `uvicorn_internals` (the one module
+  that touches uvicorn's private names; `tests/worker/listener/test_uvicorn_internals.py` tests each).
 * `app`: the HTTP host: FastAPI for `/healthz`, `/readyz`, `/metrics`, `/admin`, the vault
   pages, and the `/mcp` stack in front of it.
 * `edge`: the ASGI layers on `/mcp`, outermost first: `front_door` (`/mcp` past FastAPI),
   `headers` (the instance's id on every answer), `auth` (bearer tokens), `modern_only`
   (2026-07-28 only), `body_limit` (413 as JSON-RPC), `quiet_calls` (JSON without the SDK's
-  deferral), `fast_resume` (a computation's retry without the SDK's generic dispatch).
+  deferral), `fast_resume` (a computation's retry without the SDK's generic dispatch),
+  `state_probe` (the SDK's own requestState check, asked without a trace, for `fast_resume`).
 * `admin`: the operator's `/admin/...` routes (`routes`) behind the operator's token (`guard`).
 * `worker`: `Worker`, one instance built whole from its settings (no HTTP).
 * `server`: the SDK's `MCPServer` with the worker's middleware and packs; `plugin`: the

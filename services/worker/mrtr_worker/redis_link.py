@@ -13,7 +13,10 @@ the client back to an old primary.
 `ReplicatedPipeline` is the one place a write waits for replicas (Redis's
 `WAIT`): Redis counts only the writes of the connection WAIT is sent on, and
 a pooled pipeline gives its connection back as soon as EXEC answers, so the
-WAIT is sent inside the pipeline's own transaction run, on that connection.
+WAIT is sent inside the pipeline's own transaction run, on that connection
+(an override of redis-py's private `Pipeline._execute_transaction`, the one
+private name the worker uses from redis-py: redis is pinned exactly and
+`tests/worker/test_redis_link.py` checks the name).
 Redis's own words bound what it buys: replication stays asynchronous and
 WAIT "does not make Redis a strongly consistent store"; it makes a failover
 that promotes a replica which had the write keep it.

@@ -10,143 +10,60 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
-from starlette.types import Message
 
 from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_protocol.metrics import MetricsPage
-from mrtr_protocol.wire import encode_request, request_headers, request_meta
+from mrtr_protocol.wire import encode_request, request_headers
 from mrtr_worker.app import create_app
-from mrtr_worker.config import WorkerSettings
-from mrtr_worker.edge.front_door import FrontDoor
 from mrtr_worker.sdk import internals as sdk
 from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.keyring import KeyRing, new_ring
 from tests.conftest import StartWorker
+from tests.worker.edge.resume_pair import (
+    SERVED,
+    Answer,
+    digest_for,
+    first_state,
+    params,
+    post,
+    request,
+    reseal,
+    running,
+    served,
+    settings,
+)
 
-TOOL = "count_primes"
-ARGUMENTS = {"limit": 2_000, "segment": 1_000}  # two short steps: a resumed round runs to the end
-SERVED = "mrtr_worker_fast_resumes_total"
 HOP_SCHEDULE = {"MAX_SLICE_MS": "1", "MIN_SLICE_MS": "0", "PRIORITY_AFTER_HOPS": "1000000"}
-
-Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
-
-
-def _settings(ring: KeyRing, public_key: Path, *, fast: bool) -> WorkerSettings:
-    """Anonymous calls allowed, tokens verified: states are bound to the caller, or to nobody."""
-    return WorkerSettings(
-        instance_id="w-fast",
-        keyring=SecretStr(ring.dumps()),
-        allow_anonymous=True,
-        jwt_public_key_file=public_key,
-        tool_packs=["compute"],
-        fast_resume=fast,
-        max_concurrent_computations=1,
-    )
+BAD_ARGUMENTS = {"limit": -1, "segment": 1_000}
 
 
-async def _post(app: FrontDoor, body: bytes, headers: dict[str, str]) -> Answer:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (k.lower().encode(), v.encode())
-            for k, v in {**headers, "host": "127.0.0.1:8000", "content-length": str(len(body))}.items()
-        ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
-    delivered = False
-
-    async def receive() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # the client never leaves
-        raise AssertionError("unreachable")
-
-    sent: list[Message] = []
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    await app(scope, receive, send)
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    body_out = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], [h for h in start["headers"] if h[0] != b"date"], body_out
-
-
-def _params(token: str | None, arguments: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    params: dict[str, Any] = {"_meta": request_meta({}), "name": TOOL, "arguments": arguments or ARGUMENTS, **extra}
-    if token is not None:
-        params["requestState"] = token
-    return params
-
-
-def _request(params: dict[str, Any], **header_changes: str) -> tuple[bytes, dict[str, str]]:
-    return encode_request(3, "tools/call", params), {**request_headers("tools/call", params), **header_changes}
-
-
-def _reseal(ring: KeyRing, token: str, *, under: KeyRing | None = None, **claims: Any) -> str:
-    """The same state with some envelope claims changed, sealed again under `under` (default `ring`)."""
-    envelope = json.loads(FleetStateCodec(ring, max_token_bytes=1 << 20).open(token)[1])
-    payload = json.dumps({**envelope, **claims}, separators=(",", ":")).encode()
-    return FleetStateCodec(under or ring, max_token_bytes=1 << 20).seal(payload)
-
-
-def _served(app: FrontDoor) -> float:
-    value = app.state.worker.metrics.registry.get_sample_value(SERVED, {"outcome": "served"})
-    return value or 0.0
-
-
-@asynccontextmanager
-async def _running(*apps: FrontDoor) -> AsyncIterator[None]:
-    async with (
-        apps[0]._host.router.lifespan_context(apps[0]._host),
-        apps[1]._host.router.lifespan_context(apps[1]._host),
-    ):
-        yield
-
-
-def _cases(ring: KeyRing, token: str, alices: str, bearer: dict[str, str]) -> dict[str, tuple[bytes, dict[str, str]]]:
-    """`token` was sealed anonymously, `alices` for alice; `bearer` has the Authorization header of each caller."""
-    bad_arguments = {"limit": -1, "segment": 1_000}
-    _, bad_digest = sdk.request_identity("tools/call", {"name": TOOL, "arguments": bad_arguments})
+def _cases(
+    ring: KeyRing, token: str, alices: str, bearer: dict[str, str], bad_digest: str
+) -> dict[str, tuple[bytes, dict[str, str]]]:
+    """`token` was sealed anonymously, `alices` for alice; `bearer` has the Authorization header of each caller;
+    `bad_digest` binds a state to `BAD_ARGUMENTS`."""
     tampered = token[:-6] + ("A" if token[-6] != "A" else "B") + token[-5:]
     return {
-        "valid": _request(_params(token)),
-        "tampered": _request(_params(tampered)),
-        "expired": _request(_params(_reseal(ring, token, exp=1.0))),
-        "foreign audience": _request(_params(_reseal(ring, token, aud="another-service"))),
-        "foreign key": _request(_params(_reseal(ring, token, under=new_ring("elsewhere")))),
-        "oversized": _request(_params("v1." + "A" * 70_000)),
-        "oversized body": _request(_params(token, padding="x" * (1 << 20))),
-        "wrong name header": _request(_params(token), **{"Mcp-Name": "hash_chain"}),
-        "bad arguments": _request(_params(_reseal(ring, token, a=bad_digest), bad_arguments)),
-        "input responses": _request(_params(token, inputResponses={})),
-        "unknown tool": _request({**_params(token), "name": "nope"}),
-        "no state": _request(_params(None)),
-        "valid, alice's": _request(_params(alices), Authorization=bearer["alice"]),
-        "alice's state under bob": _request(_params(alices), Authorization=bearer["bob"]),
-        "alice's state anonymously": _request(_params(alices)),
-        "an anonymous state under a token": _request(_params(token), Authorization=bearer["bob"]),
-        "malformed JSON": (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/c', _request(_params(token))[1]),
+        "valid": request(params(token)),
+        "tampered": request(params(tampered)),
+        "expired": request(params(reseal(ring, token, exp=1.0))),
+        "foreign audience": request(params(reseal(ring, token, aud="another-service"))),
+        "foreign key": request(params(reseal(ring, token, under=new_ring("elsewhere")))),
+        "oversized": request(params("v1." + "A" * 70_000)),
+        "oversized body": request(params(token, padding="x" * (1 << 20))),
+        "wrong name header": request(params(token), **{"Mcp-Name": "hash_chain"}),
+        "bad arguments": request(params(reseal(ring, token, a=bad_digest), BAD_ARGUMENTS)),
+        "input responses": request(params(token, inputResponses={})),
+        "unknown tool": request({**params(token), "name": "nope"}),
+        "no state": request(params(None)),
+        "valid, alice's": request(params(alices), Authorization=bearer["alice"]),
+        "alice's state under bob": request(params(alices), Authorization=bearer["bob"]),
+        "alice's state anonymously": request(params(alices)),
+        "an anonymous state under a token": request(params(token), Authorization=bearer["bob"]),
+        "malformed JSON": (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/c', request(params(token))[1]),
     }
 
 
@@ -161,40 +78,32 @@ def answers(tmp_path_factory: pytest.TempPathFactory, ring: KeyRing) -> dict[str
     directory = tmp_path_factory.mktemp("issuer")
     issuer = DevIssuer.ensure(directory)
     bearer = {name: f"Bearer {issuer.mint(name)}" for name in ("alice", "bob")}
-    on = create_app(_settings(ring, directory / PUBLIC_KEY_NAME, fast=True))
-    off = create_app(_settings(ring, directory / PUBLIC_KEY_NAME, fast=False))
-
-    async def first_state(**headers: str) -> str:
-        off.state.worker.lifecycle.drain()  # a drain hands the first round back at once: a state to resume
-        status, _, first = await _post(off, *_request(_params(None), **headers))
-        off.state.worker.lifecycle.undrain()
-        assert status == 200
-        state: str = json.loads(first)["result"]["requestState"]
-        return state
+    on = create_app(settings(ring, directory / PUBLIC_KEY_NAME, fast=True))
+    off = create_app(settings(ring, directory / PUBLIC_KEY_NAME, fast=False))
 
     async def run() -> dict[str, tuple[Answer, Answer, float]]:
-        async with _running(on, off):
-            token, alices = await first_state(), await first_state(Authorization=bearer["alice"])
-            cases = _cases(ring, token, alices, bearer)
+        async with running(on, off):
+            token, alices = await first_state(off), await first_state(off, Authorization=bearer["alice"])
+            cases = _cases(ring, token, alices, bearer, await digest_for(off, ring, BAD_ARGUMENTS))
             out = {}
             for name, (body, headers) in cases.items():
-                before = _served(on)
-                with_fast = await _post(on, body, headers)
-                out[name] = (with_fast, await _post(off, body, headers), _served(on) - before)
-            before = _served(on)
+                before = served(on)
+                with_fast = await post(on, body, headers)
+                out[name] = (with_fast, await post(off, body, headers), served(on) - before)
+            before = served(on)
             for app in (on, off):
                 app.state.worker.lifecycle.drain()  # the resumed round is handed back at once: a state sealed again
-            handed_back = (await _post(on, *cases["valid"]), await _post(off, *cases["valid"]), _served(on) - before)
+            handed_back = (await post(on, *cases["valid"]), await post(off, *cases["valid"]), served(on) - before)
             for app in (on, off):
                 app.state.worker.lifecycle.undrain()
             out["handed back"] = handed_back
-            before = _served(on)
+            before = served(on)
             interval, sdk.modern_http._SSE_PING_INTERVAL = sdk.modern_http._SSE_PING_INTERVAL, 0.0
             try:  # a round longer than the ping interval: pings on an event stream, then the answer
-                streamed = await _post(on, *cases["valid"])
+                streamed = await post(on, *cases["valid"])
             finally:
                 sdk.modern_http._SSE_PING_INTERVAL = interval
-            out["past the ping window"] = (streamed, streamed, _served(on) - before)
+            out["past the ping window"] = (streamed, streamed, served(on) - before)
             return out
 
     return asyncio.run(run())
@@ -291,21 +200,21 @@ def test_a_computation_resumed_across_two_workers_by_the_fast_path_gives_the_exa
     two_workers: list[str],
 ) -> None:
     arguments = {"limit": 2_000_000, "segment": 200_000}  # ten steps of a few ms, each longer than the slice
-    params = _params(None, arguments)
+    call = params(None, arguments)
     hops = 0
     with httpx.Client(timeout=30.0) as http:
         while True:
             url = two_workers[hops % 2]
             response = http.post(
                 f"{url}/mcp",
-                content=encode_request(hops, "tools/call", params),
-                headers=request_headers("tools/call", params),
+                content=encode_request(hops, "tools/call", call),
+                headers=request_headers("tools/call", call),
             )
             result = response.json()["result"]
             if result["resultType"] != "input_required":
                 break
             hops += 1
-            params = _params(result["requestState"], arguments)
+            call = params(result["requestState"], arguments)
         served = [
             MetricsPage.parse(http.get(f"{url}/metrics").text).value(SERVED, outcome="served") for url in two_workers
         ]

@@ -12,7 +12,6 @@ import ast
 import inspect
 import json
 import secrets
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -76,16 +75,26 @@ def _ctx(params: dict[str, Any], method: str = METHOD) -> ServerRequestContext[A
     )
 
 
-def _sealed(server: MCPServer, params: dict[str, Any], principal: str | None = None) -> dict[str, Any]:
-    """An input_required result sealed by the real boundary, opened again: the envelope's claims."""
-    boundary = _boundary(server)
-    target, digest = sdk.request_identity(METHOD, params)
-    result = {"resultType": "input_required", "requestState": "plain-state"}
-    sealed = sdk.seal_result(boundary, _ctx(params), result, (target, digest, principal))
+async def _minted(server: MCPServer, params: dict[str, Any]) -> str:
+    """A state the server's boundary seals for `params` (its public call: a handler hands a round back)."""
+
+    async def hand_back(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        return {"resultType": "input_required", "requestState": "plain-state"}
+
+    sealed = await _boundary(server)(_ctx(params), hand_back)
     assert isinstance(sealed, dict)
-    token = sealed["requestState"]
-    assert token != "plain-state"
-    return cast(dict[str, Any], json.loads(sdk.boundary_security(boundary).codec.unseal(token)))
+    token: str = sealed["requestState"]
+    return token
+
+
+def _claims(server: MCPServer, token: str) -> dict[str, Any]:
+    return cast(dict[str, Any], json.loads(sdk.boundary_security(_boundary(server)).codec.unseal(token)))
+
+
+def _resealed(server: MCPServer, token: str, **claims: Any) -> str:
+    """The same state with some claims changed, sealed again with the server's codec."""
+    codec = sdk.boundary_security(_boundary(server)).codec
+    return codec.seal(json.dumps({**_claims(server, token), **claims}).encode())
 
 
 async def _through_boundary(server: MCPServer, params: dict[str, Any]) -> Any:
@@ -235,40 +244,51 @@ def test_sse_headers_open_an_event_stream() -> None:
 # --- the requestState envelope
 
 
-def test_envelope_version_is_what_the_boundary_seals() -> None:
-    claims = _sealed(_server(), {"name": "echo", "arguments": {"text": "x"}})
-    assert claims["v"] == sdk.ENVELOPE_VERSION == 1
-
-
-async def test_future_skew_is_where_the_boundary_stops_accepting_an_issue_time() -> None:
-    server = _server()
-    codec = sdk.boundary_security(_boundary(server)).codec
+async def test_verify_state_is_the_boundarys_own_check_of_every_claim(caplog: pytest.LogCaptureFixture) -> None:
+    server = _server(principal="alice")
     params = {"name": "echo", "arguments": {"text": "x"}}
-    claims = _sealed(server, params)
-
-    def issued(at: float) -> dict[str, Any]:
-        envelope = {**claims, "iat": at, "exp": time.time() + 60}
-        return {**params, "requestState": codec.seal(json.dumps(envelope).encode())}
-
-    inside = await _through_boundary(server, issued(time.time() + sdk.FUTURE_SKEW - 10))
-    assert inside["requestState"] == "plain-state"
-    with pytest.raises(MCPError):
-        await _through_boundary(server, issued(time.time() + sdk.FUTURE_SKEW + 10))
-
-
-def test_request_identity_is_the_target_and_digest_a_state_is_bound_to() -> None:
-    params = {"name": "echo", "arguments": {"b": 2, "a": 1}}
-    claims = _sealed(_server(), params)
-    assert sdk.request_identity(METHOD, params) == (claims["t"], claims["a"]) == ("echo", claims["a"])
-    assert sdk.request_identity(METHOD, {"name": "echo", "arguments": {"a": 1, "b": 2}})[1] == claims["a"]
-    assert sdk.request_identity(METHOD, {"name": "echo", "arguments": {"a": 2}})[1] != claims["a"]
+    token = await _minted(server, params)
+    claims = _claims(server, token)
+    plaintext, binding = sdk.verify_state(_boundary(server), _ctx({**params, "requestState": token}))
+    assert (plaintext, binding[:2]) == ("plain-state", (claims["t"], claims["a"]))
+    assert binding[2] == "alice"  # the principal the binder named, to seal the answer for
+    for changed in ({"aud": "elsewhere"}, {"exp": 1.0}, {"a": "x"}, {"v": 2}, {"p": None}):
+        caplog.clear()
+        with pytest.raises(MCPError) as refused:
+            sdk.verify_state(_boundary(server), _ctx({**params, "requestState": _resealed(server, token, **changed)}))
+        assert refused.value.error.message == "Invalid or expired requestState"
+        logged = [r for r in caplog.records if r.name == RequestStateBoundary.__module__]  # where the probe quiets
+        assert [r.getMessage().split(": ")[0] for r in logged] == ["requestState rejected on tools/call"], changed
 
 
-def test_principal_matches_reads_the_salted_claim() -> None:
-    claims = _sealed(_server(principal="alice"), {"name": "echo", "arguments": {}}, principal="alice")
-    assert sdk.principal_matches(claims["p"], "alice")
-    assert not sdk.principal_matches(claims["p"], "bob")
-    assert not sdk.principal_matches("not-a-claim", "alice")
+async def test_with_codec_is_the_same_boundary_opening_with_another_codec() -> None:
+    server = _server()
+    boundary = _boundary(server)
+    original = sdk.boundary_security(boundary)
+    opened: list[str] = []
+
+    class Recording:
+        def seal(self, payload: bytes) -> str:
+            return original.codec.seal(payload)
+
+        def unseal(self, token: str) -> bytes:
+            opened.append(token)
+            return original.codec.unseal(token)
+
+    twin = sdk.with_codec(boundary, Recording())
+    security = sdk.boundary_security(twin)
+    assert isinstance(security.codec, Recording)
+    assert (security.ttl, security.audience, security.bind_principal) == (
+        original.ttl, original.audience, original.bind_principal
+    )  # fmt: skip
+    assert sdk.boundary_security(boundary) is original
+    assert isinstance(original.codec, AESGCMRequestStateCodec)
+    params = {"name": "echo", "arguments": {}}
+    token = await _minted(server, params)
+    assert sdk.verify_state(twin, _ctx({**params, "requestState": token}))[0] == "plain-state"
+    assert opened == [token]
+    with pytest.raises(MCPError):  # the audience, as the original holds it
+        sdk.verify_state(twin, _ctx({**params, "requestState": _resealed(server, token, aud="elsewhere")}))
 
 
 def test_boundary_security_is_the_servers_policy() -> None:
@@ -279,20 +299,18 @@ def test_boundary_security_is_the_servers_policy() -> None:
     assert (security.ttl, security.audience) == (60, AUDIENCE)
 
 
-def test_boundary_audience_is_sealed_into_every_state() -> None:
-    server = _server()
-    assert sdk.boundary_audience(_boundary(server)) == AUDIENCE
-    assert _sealed(server, {"name": "echo", "arguments": {}})["aud"] == AUDIENCE
-
-
 def test_seal_result_seals_input_required_only() -> None:
     server = _server()
     boundary = _boundary(server)
     params = {"name": "echo", "arguments": {}}
-    binding = (*sdk.request_identity(METHOD, params), None)
-    claims = _sealed(server, params)
-    assert (claims["m"], claims["s"]) == (METHOD, "plain-state")
+    binding = ("echo", "the-digest", None)
+    result = {"resultType": "input_required", "requestState": "plain-state"}
+    sealed = sdk.seal_result(boundary, _ctx(params), result, binding)
+    assert isinstance(sealed, dict)
+    claims = _claims(server, sealed["requestState"])
+    assert (claims["m"], claims["t"], claims["a"], claims["s"]) == (METHOD, "echo", "the-digest", "plain-state")
     assert claims["exp"] - claims["iat"] == pytest.approx(60)
+    assert (claims["aud"], "p" in claims) == (AUDIENCE, False)
     model = InputRequiredResult(request_state="plain-state")
     sealed_model = sdk.seal_result(boundary, _ctx(params), model, binding)
     assert isinstance(sealed_model, InputRequiredResult)
@@ -382,7 +400,7 @@ def test_dump_result_is_the_json_rpc_result() -> None:
 
 _PRIVATE_ATTRIBUTES = {
     "_lowlevel_server", "_tool_manager", "_extensions", "_lifespan_state", "_seal_result", "_serialize",
-    "_SSE_PING_INTERVAL", "_SSE_HEADERS", "_to_jsonrpc_response", "_write",
+    "_SSE_PING_INTERVAL", "_SSE_HEADERS", "_to_jsonrpc_response", "_write", "_unseal", "_security", "_audience",
 }  # fmt: skip
 _DOOR = Path(sdk.__file__)
 

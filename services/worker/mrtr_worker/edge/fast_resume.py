@@ -11,9 +11,9 @@ hop. This module serves that one shape by calling the same checks directly:
   duplicated routing headers, the modern ladder (`classify_inbound_request`:
   protocol version and the `Mcp-Method`/`Mcp-Name` headers against the body),
   the `Mcp-Param` header check, and the per-version surface validation of the params;
-* the requestState boundary's: the fleet codec (size, MAC, key), then the envelope
-  claims exactly as `RequestStateBoundary` checks them (version, issue time, expiry,
-  method, tool, argument digest, audience, principal, the caller from `auth.py`);
+* the requestState boundary's: the SDK's own `RequestStateBoundary` checks (the fleet
+  codec's size, MAC and key, then every envelope claim, the caller from `auth.py`), called
+  through `edge.state_probe` so that looking leaves no trace; no claim check is written here;
 * the tool's own argument validation (its SDK `fn_metadata`).
 
 Only when every one of them passes does it commit: it counts the opened key and
@@ -25,20 +25,19 @@ bytes, the same metrics.
 
 The safety rule: it handles only the happy path. Anything it does not fully
 recognise before committing (unparsable JSON, an odd envelope, a header mismatch,
-`inputResponses`, a state that does not open or is expired or foreign, arguments
-that fail validation, a tool it does not serve) hands the untouched request (the
-same body messages, replayed) to the SDK's path, which answers exactly as before.
-Nothing before the commit has a side effect (no metric, no log line, no spent state),
-so every error answer is the SDK's own, byte for byte. It is off when tracing is
-configured (the SDK's span middleware would be skipped) and for any middleware or
-extension it does not know.
+`inputResponses`, a state the SDK's boundary refuses, arguments that fail validation,
+a tool it does not serve) hands the untouched request (the same body messages, replayed)
+to the SDK's path, which answers exactly as before. Nothing before the commit has a side
+effect (no metric, no log line, no spent state), so every error answer is the SDK's own,
+byte for byte (`tests/worker/edge/test_fast_resume_corpus.py` holds it to that). It
+is off when tracing is configured (the SDK's span middleware would be skipped) and for
+any middleware or extension it does not know.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -47,7 +46,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools.base import Tool
-from mcp.server.request_state import InvalidRequestState, RequestStateBoundary
+from mcp.server.request_state import RequestStateBoundary
 from mcp.server.runner import ServerRunner
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -60,6 +59,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
+from mrtr_worker.edge.state_probe import StateProbe, Verified
 from mrtr_worker.mcp_middleware.answer_limits import LimitAnswers
 from mrtr_worker.mcp_middleware.observe import ObserveRequests
 from mrtr_worker.mcp_middleware.prompt_guard import PromptGuard
@@ -89,13 +89,10 @@ class _Plan:
     """A request that passed every check: what the commit needs."""
 
     request_id: int | str
-    version: str
+    ctx: ServerRequestContext[Any, Any]
     capabilities: ClientCapabilities
-    params: dict[str, Any]
     tool: Tool
-    key: str
-    plaintext: str
-    binding: tuple[str, str, str | None]
+    state: Verified
 
 
 class FastResume:
@@ -117,8 +114,7 @@ class FastResume:
         self._manager = manager
         self._codec = codec
         self._boundary = boundary
-        self._security = sdk.boundary_security(boundary)
-        self._audience = sdk.boundary_audience(boundary)
+        self._probe = StateProbe(boundary, codec)
         self.tools = tools
         self._max_body_bytes = max_body_bytes
         counter = Counter(
@@ -231,11 +227,18 @@ class FastResume:
         if arguments is not None and not isinstance(arguments, dict):
             return None
         tool.fn_metadata.validate_arguments(arguments or {})
-        opened = self._open(token, params)
-        if opened is None:
+        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+            session=cast(Any, None),  # neither the SDK's state checks nor the known middleware read it
+            lifespan_context=sdk.lifespan_state(self._manager),
+            protocol_version=version,
+            method=METHOD,
+            params=params,
+            request_id=request.id,
+        )
+        state = self._probe.verify(ctx)
+        if state is None:
             return None
-        key, plaintext, binding = opened
-        return _Plan(request.id, version, capabilities, params, tool, key, plaintext, binding)
+        return _Plan(request.id, ctx, capabilities, tool, state)
 
     def _transport_allows(self, headers: Mapping[str, str]) -> bool:
         """`TransportSecurityMiddleware.validate_request` for a POST, without its log lines (the fallback logs)."""
@@ -251,66 +254,25 @@ class FastResume:
         origin = headers.get("origin")
         return not origin or _allowed(origin, settings.allowed_origins)
 
-    def _open(self, token: str, params: Mapping[str, Any]) -> tuple[str, str, tuple[str, str, str | None]] | None:
-        """`RequestStateBoundary._unseal`, with None where it would reject (and log, and count)."""
-        try:
-            key, payload = self._codec.open(token)
-        except InvalidRequestState:
-            return None
-        claims = json.loads(payload)
-        version, iat, exp, inner = claims["v"], claims["iat"], claims["exp"], claims["s"]
-        if version != sdk.ENVELOPE_VERSION or not isinstance(inner, str):
-            return None
-        now = time.time()
-        if not isinstance(iat, int | float) or not (iat <= now + sdk.FUTURE_SKEW):
-            return None
-        if not isinstance(exp, int | float) or not (now < exp):
-            return None
-        target, args_digest = sdk.request_identity(METHOD, params)
-        if claims.get("m") != METHOD or claims.get("t") != target or claims.get("a") != args_digest:
-            return None
-        if claims.get("aud") != self._audience:
-            return None
-        bind = self._security.bind_principal
-        principal = None if bind is None else bind(cast(ServerRequestContext[Any, Any], None))
-        if principal is not None and not isinstance(principal, str):
-            return None
-        claim = claims.get("p")
-        if (claim is None) != (principal is None):
-            return None
-        if claim is None or principal is None:
-            return key, inner, (target, args_digest, principal)  # both absent: an anonymous state, anonymously
-        if not isinstance(claim, str) or not sdk.principal_matches(claim, principal):
-            return None
-        return key, inner, (target, args_digest, principal)
-
     async def _commit(self, plan: _Plan, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the worker's middleware and the tool, then write the answer as the SDK's path would."""
-        self._codec.opened(plan.key)
-        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
-            session=cast(Any, None),  # none of the known middleware reads it
-            lifespan_context=sdk.lifespan_state(self._manager),
-            protocol_version=plan.version,
-            method=METHOD,
-            params=plan.params,
-            request_id=plan.request_id,
-        )
-        msg = await sdk.to_jsonrpc_response(plan.request_id, self._respond(plan, ctx))
+        self._codec.opened(plan.state.key)
+        msg = await sdk.to_jsonrpc_response(plan.request_id, self._respond(plan))
         await sdk.write_response(msg, scope, receive, send)
 
-    async def _respond(self, plan: _Plan, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
-        runner: ServerRunner[Any] = ServerRunner(self._lowlevel, cast(Any, None), ctx.lifespan_context)
+    async def _respond(self, plan: _Plan) -> dict[str, Any]:
+        runner: ServerRunner[Any] = ServerRunner(self._lowlevel, cast(Any, None), plan.ctx.lifespan_context)
 
         async def kernel(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
             params = ctx.params or {}
-            round_ctx = RoundContext(plan.capabilities, None, plan.version, params.get("requestState"))
+            round_ctx = RoundContext(plan.capabilities, None, ctx.protocol_version, params.get("requestState"))
             result = await _call_tool(plan.tool, dict(params.get("arguments") or {}), round_ctx)
-            return sdk.serialize_result(runner, METHOD, plan.version, result)
+            return sdk.serialize_result(runner, METHOD, ctx.protocol_version, result)
 
         call: CallNext = kernel
         for middleware in reversed(self._mcp.middleware):
             call = _unsealed(self._boundary, plan, call) if middleware is self._boundary else _bound(middleware, call)
-        return sdk.dump_result(await call(ctx))
+        return sdk.dump_result(await call(plan.ctx))
 
 
 async def _call_tool(tool: Tool, arguments: dict[str, Any], ctx: RoundContext) -> Any:
@@ -335,9 +297,9 @@ def _unsealed(boundary: RequestStateBoundary, plan: _Plan, call_next: CallNext) 
     """The boundary's place in the chain with its unseal already done: plaintext in, sealed state out."""
 
     async def call(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
-        inner = replace(ctx, params={**(ctx.params or {}), "requestState": plan.plaintext})
+        inner = replace(ctx, params={**(ctx.params or {}), "requestState": plan.state.plaintext})
         result = await call_next(inner)
-        return sdk.seal_result(boundary, inner, result, plan.binding)
+        return sdk.seal_result(boundary, inner, result, plan.state.binding)
 
     return call
 

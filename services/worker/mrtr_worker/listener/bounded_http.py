@@ -39,11 +39,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httptools
-from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE
-from uvicorn.server import ServerState
+from uvicorn import Config
 
 from mrtr_worker.listener.one_write import OneWriteProtocol
+from mrtr_worker.listener.uvicorn_internals import STATUS_LINE, ServerState, unset_keepalive
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +140,7 @@ class BoundedProtocol(OneWriteProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # refused (or lingering after a refusal): what the client still sends is dropped unread
-        self._unset_keepalive_if_required()
+        unset_keepalive(self)
         if self._reading_head and not self._in_message and self._one_whole_request(data):
             self._feed(data)  # the usual case, in one call: a head within the bounds and the body it declares
         else:
@@ -366,7 +365,7 @@ class BoundedProtocol(OneWriteProtocol):
 
     def _send_refusal(self, response: bytes) -> None:
         """Write the refusal, half-close, and drop what still comes for at most the head deadline."""
-        self._unset_keepalive_if_required()
+        unset_keepalive(self)
         transport = self.transport
         transport.write(response)
         if transport.can_write_eof():

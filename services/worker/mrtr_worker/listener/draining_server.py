@@ -80,7 +80,7 @@ class DrainingServer(uvicorn.Server):
         for connection in list(self.server_state.connections):
             connection.shutdown()  # idle keep-alive connections close now, busy ones after their response
         try:
-            await asyncio.wait_for(self._wait_tasks_to_complete(), timeout=self.config.timeout_graceful_shutdown)
+            await asyncio.wait_for(self._until_idle(), timeout=self.config.timeout_graceful_shutdown)
         except TimeoutError:
             logger.error("Cancel %s running task(s), timeout graceful shutdown exceeded", len(self.server_state.tasks))
             for task in self.server_state.tasks:
@@ -88,7 +88,7 @@ class DrainingServer(uvicorn.Server):
         if not self.force_exit:
             await self.lifespan.shutdown()
 
-    async def _wait_tasks_to_complete(self) -> None:
+    async def _until_idle(self) -> None:
         # uvicorn's server state offers no event for "the last connection closed": poll it, briefly.
         while (self.server_state.connections or self.server_state.tasks) and not self.force_exit:  # noqa: ASYNC110
             await asyncio.sleep(POLL_SECONDS)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from mrtr_worker.listener.uvicorn_internals import HttpToolsProtocol
 
 _HEAD_START = b"HTTP/"
 """How every status line uvicorn writes begins (responses, `100 Continue`, its own 400s and 500s)."""

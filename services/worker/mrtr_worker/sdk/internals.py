@@ -11,8 +11,9 @@ as the worker relies on. Upgrading the SDK is: run that test file, review this o
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable
-from typing import Any, Final
+from typing import Any
 
 from mcp.server import _streamable_http_modern as modern_http
 from mcp.server._otel import OpenTelemetryMiddleware
@@ -22,24 +23,14 @@ from mcp.server.extension import Extension
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools.base import Tool
-from mcp.server.request_state import (
-    _ENVELOPE_VERSION,
-    _FUTURE_SKEW,
-    RequestStateBoundary,
-    RequestStateSecurity,
-    _principal_matches,
-    _request_identity,
-)
+from mcp.server.request_state import RequestStateBoundary, RequestStateCodec, RequestStateSecurity
 from mcp.server.runner import ServerRunner, _dump_result
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCError, JSONRPCResponse, RequestId
 from starlette.types import Receive, Scope, Send
 
 __all__ = [
-    "ENVELOPE_VERSION",
-    "FUTURE_SKEW",
     "OpenTelemetryMiddleware",
-    "boundary_audience",
     "boundary_index",
     "boundary_security",
     "dump_result",
@@ -48,15 +39,15 @@ __all__ = [
     "lifespan_state",
     "lowlevel_server",
     "modern_http",
-    "principal_matches",
     "registered_tool",
-    "request_identity",
     "seal_result",
     "serialize_result",
     "sse_headers",
     "sse_ping_interval",
     "to_jsonrpc_response",
     "typed",
+    "verify_state",
+    "with_codec",
     "write_response",
 ]
 
@@ -94,27 +85,35 @@ def sse_headers() -> list[tuple[bytes, bytes]]:
 
 # --- the requestState envelope: `mcp.server.request_state`
 
-ENVELOPE_VERSION: Final[int] = _ENVELOPE_VERSION
-"""The envelope version (`v`) the boundary seals and the only one it opens."""
-
-FUTURE_SKEW: Final[float] = _FUTURE_SKEW
-"""How far in the future (seconds) an envelope's issue time (`iat`) may be and still open."""
-
-request_identity = _request_identity
-"""(target, argument digest) a state is bound to for a method and its params."""
-
-principal_matches = _principal_matches
-"""Whether an envelope's salted principal claim (`p`) names this principal."""
-
 
 def boundary_security(boundary: RequestStateBoundary) -> RequestStateSecurity:
     """The security settings (codec, TTL, principal binding) the boundary was built with."""
     return boundary._security
 
 
-def boundary_audience(boundary: RequestStateBoundary) -> str | None:
-    """The audience (`aud`) the boundary seals and requires: the settings' one, else the server's default."""
-    return boundary._audience
+def verify_state(
+    boundary: RequestStateBoundary, ctx: ServerRequestContext[Any, Any]
+) -> tuple[str, tuple[str, str, str | None]]:
+    """`_unseal`: every check the SDK makes of the inbound `requestState` in `ctx.params`, in the SDK's own code.
+
+    Returns (the plaintext state, the (target, argument digest, principal) binding to seal the answer
+    with); raises the SDK's `MCPError` when it refuses, after logging why on the SDK's requestState
+    logger (`RequestStateBoundary.__module__`). Its effects are the codec's `unseal`, the principal
+    binder's call with `ctx`, and that log line.
+    """
+    return boundary._unseal(ctx)
+
+
+def with_codec(boundary: RequestStateBoundary, codec: RequestStateCodec) -> RequestStateBoundary:
+    """A copy of `boundary` (its audience, TTL, principal binder, anything else it holds) using `codec`.
+
+    `boundary` and its security settings are left as they are: the copy has settings of its own.
+    """
+    security = copy.copy(boundary._security)
+    security.codec = codec
+    twin = copy.copy(boundary)
+    twin._security = security
+    return twin
 
 
 def seal_result(
