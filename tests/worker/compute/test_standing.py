@@ -283,7 +283,7 @@ def test_the_switches_reach_the_policy(
     monkeypatch.setenv("MRTR_WORKER_KEYRING", new_ring("k1").dumps())
     monkeypatch.setenv("MRTR_WORKER_ALLOW_ANONYMOUS", "true")
     monkeypatch.setenv(f"MRTR_WORKER_{setting.upper()}", value)
-    assert getattr(WorkerSettings().shedding_settings(), setting) is expected
+    assert getattr(WorkerSettings().shedding, setting) is expected
 
 
 # -- stepping aside: out of the proxy's rotation while every round would be handed on -----------------------

@@ -24,6 +24,7 @@ from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_protocol.metrics import MetricsPage
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from mrtr_worker.app import create_app
+from mrtr_worker.compute.policy import SheddingSettings
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.edge.front_door import FrontDoor
 from mrtr_worker.sdk import internals as sdk
@@ -48,7 +49,7 @@ def _settings(ring: KeyRing, public_key: Path, *, fast: bool) -> WorkerSettings:
         jwt_public_key_file=public_key,
         tool_packs=["compute"],
         fast_resume=fast,
-        max_concurrent_computations=1,
+        shedding=SheddingSettings(max_concurrent=1),
     )
 
 

@@ -60,7 +60,10 @@ moves when no other instance could take it (one worker).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+
+from pydantic import Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.sealing.layout import Pace
@@ -71,17 +74,29 @@ TASK_MEASURE_SHARE = 0.5
 """A task slice is measured over this share of its length (at most the MRTR window), so a move saves the rest."""
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True)
 class SheddingSettings:
+    """The shedding policy's settings: the one place each is defined, with its default and its bounds.
+
+    The worker reads them from the environment (`WorkerSettings.shedding`, `MRTR_WORKER_<NAME>`; `enabled` is
+    `MRTR_WORKER_SHEDDING` and `max_concurrent` `MRTR_WORKER_MAX_CONCURRENT_COMPUTATIONS`); benchmarks and the
+    lab build theirs here and pass them on with `environment()`.
+    """
+
     enabled: bool = True
     """Off: no admission limit for new calls (they queue for a slot), no pressure, no slice. Drain still applies."""
-    max_concurrent: int = 2
-    min_slice_ms: int = 200
-    max_slice_ms: int = 2000
-    priority_after_hops: int = 4
-    retry_after_base_ms: int = 25
-    retry_after_cap_ms: int = 500
-    straggler_ratio: float = 0.5
+    max_concurrent: int = Field(default=2, ge=1, le=64)
+    """Computations stepping at once (the compute slots); a call beyond them is refused or queued."""
+    min_slice_ms: int = Field(default=200, ge=0)
+    """Under pressure a computation runs at least this long before it is handed back."""
+    max_slice_ms: int = Field(default=2000, ge=0)
+    """A computation yields after this long even on an idle worker; 0 turns the time slice off."""
+    priority_after_hops: int = Field(default=4, ge=1)
+    """Hand-backs after which a request is prioritized: admitted, never shed again for pressure or slice."""
+    retry_after_base_ms: int = Field(default=25, ge=0)
+    retry_after_cap_ms: int = Field(default=500, ge=0)
+    """The retry hint of an admission refusal: the base, doubled per hop, up to the cap."""
+    straggler_ratio: float = Field(default=0.5, ge=0, lt=1)
     """Hand a computation on when it steps here under this fraction of the rate it saw elsewhere; 0 turns it off."""
     straggler_at_admission: bool = True
     """An instance that knows it is slow (`compute.standing`) hands rounds on before any step; off: only the
@@ -89,13 +104,35 @@ class SheddingSettings:
     step_aside: bool = False
     """An instance that hands every round on (`standing`) says it is not ready, so the proxy's health check takes
     it out of rotation until a probe is due (`Standing.aside`); off: it stays in rotation and bounces them."""
-    straggler_min_slice_ms: int = 1000
+    straggler_min_slice_ms: int = Field(default=1000, ge=0)
     """Measured time here before rates are compared, so one slow step (noise) does not bounce a call."""
-    straggler_budget: int = 3
+    straggler_budget: int = Field(default=3, ge=0)
     """Moves per request (off a straggler, out of a long queue): what they can add to the client's rounds is bounded."""
-    queue_wait_ms: int = 0
+    queue_wait_ms: int = Field(default=0, ge=0)
     """A prioritized request queued this long for a slot moves on (a move, within the budget); 0 (the default,
     see the module's docstring): it waits for its slot."""
+
+    def environment(self) -> dict[str, str]:
+        """These settings as the worker's environment variables (only those that differ from the defaults)."""
+        default = SheddingSettings()
+        return {
+            environment_name(name): _env_text(getattr(self, name))
+            for name in SHEDDING_FIELDS
+            if getattr(self, name) != getattr(default, name)
+        }
+
+
+SHEDDING_FIELDS: tuple[str, ...] = tuple(field.name for field in fields(SheddingSettings))
+_ENV_NAMES = {"enabled": "MRTR_WORKER_SHEDDING", "max_concurrent": "MRTR_WORKER_MAX_CONCURRENT_COMPUTATIONS"}
+
+
+def environment_name(field: str) -> str:
+    """The environment variable a worker reads a shedding setting from."""
+    return _ENV_NAMES.get(field, f"MRTR_WORKER_{field.upper()}")
+
+
+def _env_text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 @dataclass(frozen=True)
