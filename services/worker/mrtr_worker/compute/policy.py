@@ -30,7 +30,7 @@ than the step in progress (and a drain takes at most one step):
   same move (no ageing, retried at once, within the budget), without the
   measured slice the rule above costs each call that lands there. The
   instance that takes a round straight from a straggler serves it like a
-  prioritized one (`just_fled`), or round robin would bring it back there.
+  prioritized one (`Run.fled`), or round robin would bring it back there.
   It keeps its standing while it hands rounds on, and lets one round at a
   time run as a probe when its own rate is old (`Standing.judge`). A round
   whose pace says nothing of another instance (a new call, or one measured
