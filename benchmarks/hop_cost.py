@@ -118,7 +118,9 @@ def main() -> int:
         by_name = dict(zip(plan, started, strict=True))
         clients = {
             (path, name): Client(
-                f"{cluster.workers['w1'].url}/mcp" if path == route[0] else cluster.mcp_url, policy=PATIENT
+                f"{cluster.workers['w1'].url}/mcp" if path == route[0] else cluster.mcp_url,
+                policy=PATIENT,
+                lean_http=True,  # the hop's cost is the fleet's: keep the client's share small
             )
             for path in route
             for name, cluster in by_name.items()

@@ -24,7 +24,7 @@ import simpy
 
 from benchmarks.fleet_sim.host import Cpu
 from mrtr_protocol.rounds import EndOfRound
-from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
+from mrtr_worker.compute.policy import Arrival, Boundary, HandBack, SheddingPolicy, SheddingSettings, Wait
 from mrtr_worker.compute.standing import Judgement, Standing, from_peer, last_instance
 from mrtr_worker.sealing.layout import Trace
 
@@ -92,8 +92,13 @@ class Slots:
     def waiting(self) -> int:
         return len(self._waiters)
 
+    @property
+    def available(self) -> bool:
+        """Whether `try_acquire` would succeed now."""
+        return self.free > 0 and not self._waiters
+
     def try_acquire(self) -> bool:
-        if self.free > 0 and not self._waiters:
+        if self.available:
             self.free -= 1
             return True
         return False
@@ -231,38 +236,45 @@ class Instance:
         now = self.env.now
         self.standing.bring(TOOL, trace.pace, peer=from_peer(trace.visited, here), now=now)
         judgement = self.standing.judge(TOOL, policy.settings.straggler_ratio, now)
+        if judgement is Judgement.PROBE:
+            self.standing.start_probe(TOOL, now)
         self._standing_moved()
-        fled = policy.just_fled(trace.pace, last_instance(trace.visited), here)
-        early = policy.admit(trace.pace, draining=self.draining, slow=judgement is Judgement.SLOW, instance_id=here)
-        if early is not None:
-            trace.pace = early.pace
-            return self._hand_back(state, early.reason)
-        if not self.slots.try_acquire():
-            if policy.sheds_when_full(trace.fair_hops, fled=fled):
-                return self._hand_back(state, EndOfRound.ADMISSION)
-            got = yield from self._queue(attempt)
+        arrival = Arrival(
+            pace=trace.pace,
+            hops=trace.fair_hops,
+            instance_id=here,
+            last=last_instance(trace.visited),
+            draining=self.draining,
+            slow=judgement is Judgement.SLOW,
+            full=not self.slots.available,
+        )
+        decision = policy.arrives(arrival)
+        if isinstance(decision, HandBack):
+            return self._hand_back(state, decision)
+        if isinstance(decision, Wait):
+            got = yield from self._queue(attempt, decision)
             if got is None:
                 return None  # the client hung up while it waited
             if not got:
-                trace.pace = policy.left_queue(trace.pace)
-                return self._hand_back(state, EndOfRound.PRESSURE)
+                assert decision.leave is not None  # only a wait that may end has a way out
+                return self._hand_back(state, decision.leave)
+        else:
+            taken = self.slots.try_acquire()
+            assert taken, "a slot was free when the policy decided"
         try:
-            return (yield from self._slice(attempt, fled))
+            return (yield from self._slice(attempt, decision.fled))
         finally:
             if self.alive:
                 self.slots.release()
 
-    def _queue(self, attempt: Attempt) -> Generator[simpy.Event, Any, bool | None]:
+    def _queue(self, attempt: Attempt, wait: Wait) -> Generator[simpy.Event, Any, bool | None]:
         """Wait for a slot (True), leave on a rebalance or after the policy's patience (False), or hang up (None)."""
-        pace = attempt.state.trace.pace
-        movable = self.policy.may_leave_queue(pace)
-        patience = self.policy.queue_wait_s(pace) if movable else None
         waiter = self.slots.request()
         events = [waiter, attempt.hung_up]
-        if movable:
+        if wait.leave is not None:
             events.append(self.rebalanced)
-        if patience is not None:
-            events.append(self.env.timeout(patience))
+        if wait.patience_s is not None:
+            events.append(self.env.timeout(wait.patience_s))
         yield self.env.any_of(events)
         if waiter.triggered:
             if attempt.gone:
@@ -293,12 +305,11 @@ class Instance:
                     fled=fled,
                     pace_here=pace_here,
                     reference=reference,
+                    instance_id=self.name,
                 )
-                reason = policy.at_boundary(boundary)
-                if reason is not None:
-                    elapsed_ms = (self.env.now - started) * 1000
-                    trace.pace = policy.measured(trace.pace, here, elapsed_ms, reason, self.name)
-                    return self._hand_back(state, reason)
+                end = policy.at_step_end(boundary)
+                if end is not None:
+                    return self._hand_back(state, end)
                 yield from self.pool.compute(work())
                 if not self.alive:
                     return None
@@ -313,8 +324,8 @@ class Instance:
                 self.standing.observe(TOOL, here, (now - started) * 1000, now)
                 self._standing_moved()
 
-    def _hand_back(self, state: Checkpoint, reason: EndOfRound) -> Reply:
-        retry_after = self.policy.retry_after_ms(reason, state.trace.fair_hops)
+    def _hand_back(self, state: Checkpoint, end: HandBack) -> Reply:
+        state.trace.pace = end.pace
         state.trace.record(self.name, self.version)
         state.sealed = True
-        return Reply(200, Outcome.HAND_BACK, state, reason, retry_after, self.name)
+        return Reply(200, Outcome.HAND_BACK, state, end.reason, end.retry_after_ms, self.name)

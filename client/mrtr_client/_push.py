@@ -21,8 +21,8 @@ The rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Iterator, Mapping
+from typing import Any, Protocol
 
 from mrtr_client import _results, _wire
 from mrtr_client._loop import AUTH_STATUSES, Failure, Reply, Step
@@ -40,10 +40,25 @@ from mrtr_protocol.tasks import (
 )
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 
-if TYPE_CHECKING:
-    from mrtr_client._tasks import _Follower
-
 _WORKER_ID, _WORKER_VERSION = WORKER_ID_HEADER.lower(), WORKER_VERSION_HEADER.lower()
+
+
+class Follower(Protocol):
+    """What the feed needs of the task's follower (`_tasks`): whom to ask, with what, and where to record it."""
+
+    task_id: str
+    declared: Mapping[str, Any]
+    ids: Iterator[int]
+    headers: Mapping[str, str] | None
+    waited: float
+
+    def out_of_time(self) -> bool: ...
+
+    def note(self, exchange: TaskExchange) -> Generator[Step, Any, None]: ...
+
+    def exchange_record(
+        self, method: str, reply: Reply, snapshot: TaskSnapshot | None, detail: str | None = None
+    ) -> TaskExchange: ...
 
 
 class PushFeed:
@@ -60,7 +75,7 @@ class PushFeed:
         self.off = False
         """Push refused or given up: the task is polled from now on."""
 
-    def next_snapshot(self, f: _Follower) -> Generator[Step, Any, TaskSnapshot | None]:
+    def next_snapshot(self, f: Follower) -> Generator[Step, Any, TaskSnapshot | None]:
         """The task's next pushed state, or None when there is none to wait for (the caller polls once)."""
         if self.off:
             return None
@@ -92,7 +107,7 @@ class PushFeed:
             stream, self._stream = self._stream, None
             yield CloseStream(stream)
 
-    def _open(self, f: _Follower) -> Generator[Step, Any, bool]:
+    def _open(self, f: Follower) -> Generator[Step, Any, bool]:
         """Listen, and read the acknowledgement: True when the task is being pushed."""
         request_id = next(f.ids)
         params = {"notifications": {LISTEN_TASK_IDS: [f.task_id]}, "_meta": request_meta(f.declared, _wire.CLIENT_INFO)}
@@ -125,7 +140,7 @@ class PushFeed:
         yield from f.note(self._record(f, SUBSCRIPTIONS_LISTEN, None, "listening"))
         return True
 
-    def _refused(self, f: _Follower, reply: Reply, request_id: int) -> Generator[Step, Any, None]:
+    def _refused(self, f: Follower, reply: Reply, request_id: int) -> Generator[Step, Any, None]:
         """A listen answered without a stream: a proxy's retryable status is a drop, anything else a refusal."""
         if reply.status in RETRYABLE_STATUSES:
             yield from self._ended(f, f"HTTP {reply.status}")
@@ -134,7 +149,7 @@ class PushFeed:
         detail = f"HTTP {reply.status}" if reply.status in AUTH_STATUSES else _error_text(reply, request_id)
         yield from f.note(f.exchange_record(SUBSCRIPTIONS_LISTEN, reply, None, f"push refused: {detail}"))
 
-    def _ended(self, f: _Follower, why: str) -> Generator[Step, Any, None]:
+    def _ended(self, f: Follower, why: str) -> Generator[Step, Any, None]:
         yield from self.close()
         self._ends += 1
         if self._ends > self._max_relistens:
@@ -142,7 +157,7 @@ class PushFeed:
         then = "polling from now on" if self.off else "polling once, then listening again"
         yield from f.note(self._record(f, SUBSCRIPTIONS_LISTEN, None, f"push ended ({why}); {then}"))
 
-    def _snapshot(self, f: _Follower, message: Mapping[str, Any]) -> TaskSnapshot | None:
+    def _snapshot(self, f: Follower, message: Mapping[str, Any]) -> TaskSnapshot | None:
         if message.get("method") != TASKS_NOTIFICATION:
             return None
         params = message.get("params")
@@ -153,7 +168,7 @@ class PushFeed:
     def _is_end(self, message: Mapping[str, Any]) -> bool:
         return message.get("id") == self._listen_id and ("result" in message or "error" in message)
 
-    def _record(self, f: _Follower, method: str, snapshot: TaskSnapshot | None, detail: str) -> TaskExchange:
+    def _record(self, f: Follower, method: str, snapshot: TaskSnapshot | None, detail: str) -> TaskExchange:
         headers = self._headers
         return TaskExchange(
             method,

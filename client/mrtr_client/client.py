@@ -1,5 +1,10 @@
 """Sync and async MRTR clients over httpx: thin runners around the I/O-free loops in `_loop` and `_tasks`.
 
+Every request goes through httpx unless the caller of the sync `Client` opts in
+to `lean_http=True`: the rounds then go over one keep-alive socket written and
+read by this package itself (`_lean_http`, about a sixth of httpx's CPU per
+hop, for load generators and benchmarks); streams stay on httpx.
+
 Tasks (the `io.modelcontextprotocol/tasks` extension): `call_tool(..., task=True)`
 declares the extension; the server decides whether the call becomes a task.
 Either way the caller gets the same `CallResult` (`result.task_id` says
@@ -92,12 +97,15 @@ class Client(_Calls):
         token: str | None = None,
         http: httpx.Client | None = None,
         task_policy: TaskPolicy | None = None,
+        lean_http: bool = False,
     ) -> None:
+        """`lean_http=True` sends the rounds over the package's own keep-alive connection instead of httpx
+        when it can serve the URL as httpx would (plain http, no proxy from the environment, no `http` given);
+        otherwise, and by default, everything goes through httpx."""
         super().__init__(url, inputs, policy, headers, token, task_policy)
         self._http = http or httpx.Client(timeout=DEFAULT_TIMEOUT)
         self._lean: _lean_http.LeanConnection | None = None
-        if http is None and _lean_http.usable_for(url):
-            # Rounds on the standard library's HTTP (a third of httpx's CPU per hop); streams stay on httpx.
+        if lean_http and http is None and _lean_http.usable_for(url):
             timeout = DEFAULT_TIMEOUT
             self._lean = _lean_http.LeanConnection(url, connect_timeout=timeout.connect, read_timeout=timeout.read)
 

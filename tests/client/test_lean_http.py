@@ -90,9 +90,20 @@ def test_only_plain_http_without_a_proxy_uses_it(monkeypatch: pytest.MonkeyPatch
     assert not usable_for("https://example.test/mcp")
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
     assert not usable_for("http://example.test/mcp")
-    assert not Client("http://example.test/mcp")._lean
+    assert not Client("http://example.test/mcp", lean_http=True)._lean
     monkeypatch.setenv("NO_PROXY", "example.test")
     assert usable_for("http://example.test/mcp")
+
+
+def test_httpx_carries_every_round_unless_the_caller_opts_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with Client("http://127.0.0.1:8080/mcp") as plain:
+        assert plain._lean is None
+    with Client("http://127.0.0.1:8080/mcp", lean_http=True) as lean:
+        assert lean._lean is not None
+    with Client("https://127.0.0.1:8080/mcp", lean_http=True) as secure:
+        assert secure._lean is None  # https: httpx, even when asked
 
 
 def test_an_interrupt_mid_exchange_never_leaves_the_connection_for_reuse(

@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from mrtr_client import AsyncClient, AuthenticationFailed
-from mrtr_ops.fleet import AdminError, LocalFleet, admin_call
+from mrtr_ops.fleet import AdminError, admin_call
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.local.fleet import LocalFleet
 from mrtr_worker.compute import primes
 
 

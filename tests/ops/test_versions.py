@@ -11,8 +11,9 @@ import pytest
 from mcp.server.request_state import AESGCMRequestStateCodec
 
 from mrtr_client import Client, ScriptedInputs
-from mrtr_ops.fleet import LocalFleet, admin_call
+from mrtr_ops.fleet import admin_call
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.local.fleet import LocalFleet
 from mrtr_ops.upgrade.rolling import RollingUpgrade
 from mrtr_protocol import events
 from mrtr_worker.compute import primes

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from mrtr_ops.fleet import Fleet, LocalFleet
+from mrtr_ops.fleet import Fleet
 from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.cluster import LocalCluster
+from mrtr_ops.local.fleet import LocalFleet
 from mrtr_ops.local.redis import RedisServer
 
 

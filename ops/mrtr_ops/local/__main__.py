@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from mrtr_ops.fleet import LocalFleet
 from mrtr_ops.local.cluster import DEFAULT_PACKS, ClusterConfig, LocalCluster
 from mrtr_ops.local.control import ControlServer
+from mrtr_ops.local.fleet import LocalFleet
 from mrtr_ops.local.process import LOOPBACK, NotReady
 from mrtr_ops.local.redis import RedisMissing
 from mrtr_ops.local.sentinel import SERVICE, SentinelTiming

@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 
-from mrtr_ops.fleet import FleetWorker, LocalFleet
+from mrtr_ops.fleet import FleetWorker
+from mrtr_ops.local.fleet import LocalFleet
 from mrtr_ops.local.loopback import JsonHandler, LoopbackServer
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from mrtr_dev_issuer import ISSUER_KEY_VARIABLE
 from mrtr_ops.compose.fleet import ComposeFleet, update_env_file
-from mrtr_ops.fleet import LocalFleet
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_ops.local.fleet import LocalFleet
 from mrtr_ops.paths import compose_lb_url, compose_project, project_root
 from mrtr_ops.walkthrough.run import STATE_TTL, WORKER_ENV, run
 

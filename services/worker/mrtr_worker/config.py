@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
-from mrtr_worker.compute.policy import SheddingSettings
+from mrtr_worker.compute.policy import SHEDDING_FIELDS, SheddingSettings, environment_name
 from mrtr_worker.packs.registry import check_names
 from mrtr_worker.redis_link import RedisTarget, WaitPolicy, parse_sentinels
 from mrtr_worker.sealing.layout import READABLE_FORMATS
@@ -32,6 +33,29 @@ def _split_csv(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+class _Environment(EnvSettingsSource):
+    """The environment, with `WorkerSettings.shedding` read from one variable per setting.
+
+    The plain source would read the nested model as JSON from one variable named after the field, which is
+    `MRTR_WORKER_SHEDDING`, the on/off switch; here the flat names operators use (`MRTR_WORKER_SHEDDING`,
+    `MRTR_WORKER_MAX_SLICE_MS`, ...: `compute.policy.environment_name`) fill the nested model instead.
+    """
+
+    def prepare_field_value(self, field_name: str, field: FieldInfo, value: Any, value_is_complex: bool) -> Any:
+        if field_name != "shedding":
+            return super().prepare_field_value(field_name, field, value, value_is_complex)
+        given = {name: self.env_vars.get(environment_name(name).lower()) for name in SHEDDING_FIELDS}
+        return {name: text for name, text in given.items() if text is not None} or None
+
+
+def setting_name(location: tuple[int | str, ...]) -> str:
+    """The environment variable behind a settings error's location (`("shedding", "max_slice_ms")` included)."""
+    if len(location) >= 2 and location[0] == "shedding":
+        return environment_name(str(location[1]))
+    field = ".".join(str(part) for part in location)
+    return f"MRTR_WORKER_{field.upper()}" if field else "settings"
 
 
 class WorkerSettings(BaseSettings):
@@ -106,24 +130,9 @@ class WorkerSettings(BaseSettings):
     write_state_format: int = Field(default=1, ge=1)
     """State layout this instance writes (version 2 can write 2 once the whole fleet reads it)."""
 
-    shedding: bool = True
-    """Hand long computations back under load, on drain and after a time slice (see `compute.policy`)."""
-    max_concurrent_computations: int = Field(default=2, ge=1, le=64)
-    min_slice_ms: int = Field(default=200, ge=0)
-    max_slice_ms: int = Field(default=2000, ge=0)
-    """A computation yields after this long even on an idle worker; 0 turns the time slice off."""
-    priority_after_hops: int = Field(default=4, ge=1)
-    queue_wait_ms: int = Field(default=0, ge=0)
-    """A prioritized call queued this long for a slot moves on (within its budget of moves); 0: it waits."""
-    straggler_ratio: float = Field(default=0.5, ge=0, lt=1)
-    """Hand a computation on when this instance steps it under this fraction of the rate it saw elsewhere; 0: off."""
-    straggler_at_admission: bool = True
-    """An instance that learned it is slow against its peers hands rounds on before running a step (see
-    `compute.standing`); false leaves only the per-slice rule (a measured slice here before a call moves)."""
-    step_aside: bool = False
-    """A worker that knows it is slow and hands every round on answers 503 on /readyz until a probe is due, so
-    the proxy's health check takes it out of rotation and its share spreads over the others (see
-    `Standing.aside`); false keeps it in rotation, bouncing each round to the next instance in the pool."""
+    shedding: SheddingSettings = Field(default_factory=SheddingSettings)
+    """The shedding policy (`compute.policy.SheddingSettings`), each setting from its own variable:
+    `MRTR_WORKER_SHEDDING`, `MRTR_WORKER_MAX_SLICE_MS`, ... (`compute.policy.environment_name`)."""
     drain_timeout_seconds: int = Field(default=30, ge=1)
     """Upper bound on a graceful stop; a drain normally takes one step."""
 
@@ -270,18 +279,17 @@ class WorkerSettings(BaseSettings):
             return self.admin_token_file.read_text().strip()
         return None
 
-    def shedding_settings(self) -> SheddingSettings:
-        return SheddingSettings(
-            enabled=self.shedding,
-            max_concurrent=self.max_concurrent_computations,
-            min_slice_ms=self.min_slice_ms,
-            max_slice_ms=self.max_slice_ms,
-            priority_after_hops=self.priority_after_hops,
-            queue_wait_ms=self.queue_wait_ms,
-            straggler_ratio=self.straggler_ratio,
-            straggler_at_admission=self.straggler_at_admission,
-            step_aside=self.step_aside,
-        )
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The environment as `_Environment` reads it; the other sources as pydantic-settings has them."""
+        return init_settings, _Environment(settings_cls), dotenv_settings, file_secret_settings
 
     def public_base(self) -> str:
         """`public_url` without a trailing slash, ready for a path."""

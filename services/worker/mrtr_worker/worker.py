@@ -60,7 +60,7 @@ class Worker:
         metrics = WorkerMetrics()
         codec = FleetStateCodec(ring, max_token_bytes=settings.state_max_bytes, observe=_key_counter(metrics))
         lifecycle = Lifecycle(on_rebalance=metrics.rebalances.inc)
-        engine = Engine(settings.shedding_settings(), lifecycle, metrics)
+        engine = Engine(settings.shedding, lifecycle, metrics)
         tasks, runner = _task_parts(settings, codec, identity, lifecycle, engine, metrics)
         vault = _vault_desk(settings)
         push = TaskPush(tasks, lifecycle) if tasks is not None else None

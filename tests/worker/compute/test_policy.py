@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from mrtr_protocol.rounds import EndOfRound
-from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
+from mrtr_worker.compute.policy import Boundary, Decision, HandBack, Run, SheddingPolicy, SheddingSettings, Wait
 from mrtr_worker.sealing.layout import Pace
+from tests.worker.compute.decisions import arrive, reason_at
 
 DEFAULT = SheddingPolicy(SheddingSettings())
 OFF = SheddingPolicy(SheddingSettings(enabled=False))
@@ -58,7 +59,9 @@ def boundary(
 def test_admission_refuses_only_requests_not_yet_prioritized(
     policy: SheddingPolicy, hops: int, prioritized: bool
 ) -> None:
-    assert policy.prioritized(hops) is prioritized
+    decision = arrive(policy, hops=hops, full=True)
+    assert isinstance(decision, Wait if prioritized else HandBack)
+    assert prioritized or (isinstance(decision, HandBack) and decision.reason is EndOfRound.ADMISSION)
 
 
 @pytest.mark.parametrize(
@@ -79,7 +82,19 @@ def test_admission_refuses_only_requests_not_yet_prioritized(
 def test_retry_hint_backs_off_only_after_a_refused_admission(
     reason: EndOfRound, hops: int, retry_after_ms: int
 ) -> None:
-    assert DEFAULT.retry_after_ms(reason, hops) == retry_after_ms
+    end: Decision | None
+    if reason is EndOfRound.ADMISSION:
+        never_prioritized = SheddingPolicy(SheddingSettings(priority_after_hops=100))  # refused at any hop count
+        end = arrive(never_prioritized, hops=hops, full=True)
+    else:
+        at = {
+            EndOfRound.PRESSURE: boundary(200, hops=hops, waiting=1),
+            EndOfRound.SLICE: boundary(2000, hops=hops),
+            EndOfRound.DRAIN: boundary(0, hops=hops, draining=True),
+        }[reason]
+        end = DEFAULT.at_step_end(at)
+    assert isinstance(end, HandBack)
+    assert (end.reason, end.retry_after_ms) == (reason, retry_after_ms)
 
 
 # (policy, boundary, expected reason or None to run the next step)
@@ -119,15 +134,15 @@ BOUNDARIES = {
 
 @pytest.mark.parametrize(("policy", "at", "expected"), BOUNDARIES.values(), ids=BOUNDARIES.keys())
 def test_boundary(policy: SheddingPolicy, at: Boundary, expected: EndOfRound | None) -> None:
-    assert policy.at_boundary(at) == expected
+    assert reason_at(policy, at) == expected
 
 
 def test_custom_slices() -> None:
     policy = SheddingPolicy(SheddingSettings(min_slice_ms=10, max_slice_ms=50))
-    assert policy.at_boundary(boundary(9, waiting=1)) is None
-    assert policy.at_boundary(boundary(10, waiting=1)) == EndOfRound.PRESSURE
-    assert policy.at_boundary(boundary(49)) is None
-    assert policy.at_boundary(boundary(50)) == EndOfRound.SLICE
+    assert reason_at(policy, boundary(9, waiting=1)) is None
+    assert reason_at(policy, boundary(10, waiting=1)) == EndOfRound.PRESSURE
+    assert reason_at(policy, boundary(49)) is None
+    assert reason_at(policy, boundary(50)) == EndOfRound.SLICE
 
 
 # Straggler moves. Defaults: ratio 0.5, measured after 1000 ms, budget 3 moves per request.
@@ -189,11 +204,12 @@ STRAGGLERS = {
 
 @pytest.mark.parametrize(("policy", "at", "expected"), STRAGGLERS.values(), ids=STRAGGLERS.keys())
 def test_straggler_boundary(policy: SheddingPolicy, at: Boundary, expected: EndOfRound | None) -> None:
-    assert policy.at_boundary(at) == expected
+    assert reason_at(policy, at) == expected
 
 
 def test_a_straggler_move_is_retried_at_once() -> None:
-    assert DEFAULT.retry_after_ms(EndOfRound.STRAGGLER, 3) == 0
+    slow_here = boundary(1000, hops=3, steps=2, pace=Pace(rate=10.0, samples=2))  # 2 steps/s against 10
+    assert DEFAULT.at_step_end(slow_here) == HandBack(EndOfRound.STRAGGLER, Pace(10.0, 2, 1, fled=None), 0)
 
 
 MEASURED = {
@@ -251,7 +267,7 @@ def journey(
         reason = EndOfRound.STRAGGLER if policy.fled_here(pace, instance) else None
         while steps and reason is None:
             fair = hops - (pace.moves if pace is not None else 0)
-            reason = policy.at_boundary(boundary(here * ms, hops=fair, steps=here, pace=pace))
+            reason = reason_at(policy, boundary(here * ms, hops=fair, steps=here, pace=pace))
             if reason is None:
                 here, steps = here + 1, steps - 1
         ends.append(reason)
@@ -458,11 +474,14 @@ SPENT = Pace(rate=10.0, samples=2, moves=3, fled="w1")
         (OFF, SLOW_PACE, False, True, None),  # shedding off: no straggler move
     ],
 )
-def test_admit_hands_a_round_back_before_any_slot(
+def test_a_round_is_handed_back_before_any_slot(
     policy: SheddingPolicy, pace: Pace | None, draining: bool, slow: bool, expected: tuple[EndOfRound, Pace] | None
 ) -> None:
-    admission = policy.admit(pace, draining=draining, slow=slow, instance_id="w1")
-    assert (None if admission is None else (admission.reason, admission.pace)) == expected
+    decision = arrive(policy, pace, draining=draining, slow=slow, here="w1")
+    if expected is None:
+        assert decision == Run()
+    else:
+        assert decision == HandBack(*expected)
 
 
 @pytest.mark.parametrize(
@@ -478,4 +497,6 @@ def test_admit_hands_a_round_back_before_any_slot(
 def test_a_full_instance_sheds_only_rounds_not_prioritized(
     policy: SheddingPolicy, hops: int, fled: bool, sheds: bool
 ) -> None:
-    assert policy.sheds_when_full(hops, fled=fled) is sheds
+    pace = Pace(rate=10.0, samples=2, moves=1, fled="w-slow") if fled else None
+    decision = arrive(policy, pace, hops=hops, here="w-fast", last="w-slow" if fled else None, full=True)
+    assert isinstance(decision, HandBack) is sheds

@@ -9,10 +9,13 @@ from __future__ import annotations
 import pytest
 
 from mrtr_protocol.rounds import EndOfRound
-from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
+from mrtr_worker.compute.policy import Boundary, Run, SheddingPolicy, SheddingSettings, Wait
 from mrtr_worker.sealing.layout import Pace, Trace
+from tests.worker.compute.decisions import arrive
 
 DEFAULT = SheddingPolicy(SheddingSettings())
+PRIORITIZED = 4
+"""Hand-backs after which a request queues for a slot instead of being refused (the default)."""
 QUEUE = SheddingPolicy(SheddingSettings(queue_wait_ms=1000))
 OFF = SheddingPolicy(SheddingSettings(enabled=False, queue_wait_ms=1000))
 
@@ -32,7 +35,9 @@ OFF = SheddingPolicy(SheddingSettings(enabled=False, queue_wait_ms=1000))
     ],
 )
 def test_queue_wait(policy: SheddingPolicy, pace: Pace | None, wait: float | None) -> None:
-    assert policy.queue_wait_s(pace) == wait
+    decision = arrive(policy, pace, hops=PRIORITIZED, full=True)
+    assert isinstance(decision, Wait)
+    assert decision.patience_s == wait
 
 
 @pytest.mark.parametrize(
@@ -46,7 +51,9 @@ def test_queue_wait(policy: SheddingPolicy, pace: Pace | None, wait: float | Non
     ],
 )
 def test_who_may_leave_a_queue(policy: SheddingPolicy, pace: Pace | None, may: bool) -> None:
-    assert policy.may_leave_queue(pace) is may
+    decision = arrive(policy, pace, hops=PRIORITIZED, full=True)
+    assert isinstance(decision, Wait)
+    assert (decision.leave is not None) is may
 
 
 @pytest.mark.parametrize(
@@ -58,24 +65,23 @@ def test_who_may_leave_a_queue(policy: SheddingPolicy, pace: Pace | None, may: b
     ],
 )
 def test_leaving_a_queue_is_a_move(before: Pace | None, after: Pace) -> None:
-    assert SheddingPolicy.left_queue(before) == after
+    assert _left(before) == after
 
 
 def test_leaving_a_queue_does_not_age_a_request() -> None:
     trace = Trace(hops=4)
-    assert DEFAULT.prioritized(trace.fair_hops)
+    assert isinstance(arrive(DEFAULT, hops=trace.fair_hops, full=True), Wait)  # prioritized: it queues
     trace.hops += 1  # the hand-back is a round
-    trace.pace = SheddingPolicy.left_queue(trace.pace)
+    trace.pace = _left(trace.pace)
     assert trace.fair_hops == 4
-    assert DEFAULT.prioritized(trace.fair_hops)
+    assert isinstance(arrive(DEFAULT, trace.pace, hops=trace.fair_hops, full=True), Wait)
 
 
 def test_a_pace_from_a_queue_alone_never_makes_a_straggler() -> None:
     # Nothing measured yet: no reference rate to be slow against.
-    moved = SheddingPolicy.left_queue(None)
+    moved = _left(None)
     at = Boundary(slice_ms=5000, hops=5, waiting=0, draining=False, steps=1, pace=moved)
-    assert not DEFAULT.straggling(at)
-    assert DEFAULT.at_boundary(at) is None  # prioritized: runs on
+    assert DEFAULT.at_step_end(at) is None  # not a straggler; prioritized: runs on
     # Its first measured slice becomes the reference; the move stays counted.
     assert SheddingPolicy.measured(moved, 10, 1000, EndOfRound.SLICE) == Pace(10.0, 1, moves=1)
 
@@ -86,11 +92,22 @@ def test_queue_moves_and_straggler_moves_share_one_budget() -> None:
     pace: Pace | None = None
     rounds = s.priority_after_hops  # aged by admission into priority
     for _ in range(10):  # every instance it lands on has a long queue
-        if QUEUE.queue_wait_s(pace) is None:
+        decision = arrive(QUEUE, pace, hops=rounds, full=True)
+        assert isinstance(decision, Wait)
+        if decision.leave is None:
             break
-        pace = SheddingPolicy.left_queue(pace)
+        pace = decision.leave.pace
         rounds += 1
     assert pace is not None
     assert pace.moves == s.straggler_budget
-    assert not QUEUE.fled_here(Pace(10.0, 1, moves=pace.moves, fled="w1"), "w1")  # no straggler move left either
+    back_on_the_straggler = arrive(QUEUE, Pace(10.0, 1, moves=pace.moves, fled="w1"), hops=rounds, here="w1")
+    assert back_on_the_straggler == Run()  # no straggler move left either
     assert rounds + 1 <= s.priority_after_hops + s.straggler_budget + 1
+
+
+def _left(pace: Pace | None) -> Pace | None:
+    """The pace a request carries on after a rebalance takes it out of a queue (`Wait.leave`)."""
+    decision = arrive(DEFAULT, pace, hops=PRIORITIZED, here="w-queued", full=True)
+    assert isinstance(decision, Wait)
+    assert decision.leave is not None
+    return decision.leave.pace

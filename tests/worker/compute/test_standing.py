@@ -7,12 +7,13 @@ judgement, peer paces forgotten after `PEER_STALE_SECONDS`, the own rate kept an
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from mrtr_protocol.rounds import EndOfRound
-from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
+from mrtr_worker.compute.policy import Boundary, HandBack, Run, SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.standing import (
     PEER_KEEP,
     PEER_STALE_SECONDS,
@@ -27,6 +28,7 @@ from mrtr_worker.compute.standing import (
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.sealing.keyring import new_ring
 from mrtr_worker.sealing.layout import Pace
+from tests.worker.compute.decisions import arrive, reason_at
 
 T0 = 1000.0
 PEER = Pace(rate=10.0, samples=2)
@@ -121,7 +123,7 @@ def test_the_own_rate_follows_recent_slices_and_is_kept_however_old() -> None:
     assert standing.own_rate("count") == pytest.approx(6.25)
     assert not standing.slow("count", 0.5, T0 + 1)
     standing.observe("count", 0, 1000, T0 + 2)  # nothing ran: nothing learned
-    assert standing.own["count"][1] == 3
+    assert standing.own["count"].slices == 3
     standing.observe("count", 5, 2000, T0 + 100)  # much later: still weighted in, not started over
     assert standing.own_rate("count") == pytest.approx(4.375)
 
@@ -165,6 +167,8 @@ def test_a_probe_confirms_the_standing_or_lifts_a_recovered_instance_out_of_it()
     for _ in range(3):
         standing.bring("count", PEER, peer=True, now=later)
     assert standing.judge("count", 0.5, later) is Judgement.PROBE
+    assert standing.judge("count", 0.5, later) is Judgement.PROBE  # asking records nothing
+    standing.start_probe("count", later)
     assert standing.judge("count", 0.5, later) is Judgement.SLOW  # one probe at a time
     standing.observe("count", 3, 1000, later + 1)  # the probe's slice: still slow (3 steps/s against 10)
     assert standing.judge("count", 0.5, later + 1) is Judgement.SLOW
@@ -174,6 +178,7 @@ def test_a_probe_confirms_the_standing_or_lifts_a_recovered_instance_out_of_it()
     for _ in range(3):
         recovered.bring("count", PEER, peer=True, now=later)
     assert recovered.judge("count", 0.5, later) is Judgement.PROBE
+    recovered.start_probe("count", later)
     recovered.observe("count", 10, 1000, later + 1)  # full speed again: 6.25 weighted, over half of 10
     assert recovered.judge("count", 0.5, later + 1) is Judgement.RUN
 
@@ -214,7 +219,9 @@ DEFAULT = SheddingPolicy(SheddingSettings())
     ],
 )
 def test_hands_on_at_admission(policy: SheddingPolicy, pace: Pace | None, slow: bool, hands_on: bool) -> None:
-    assert policy.hands_on(pace, slow=slow) is hands_on
+    decision = arrive(policy, pace, slow=slow, here="w-slow")
+    assert (isinstance(decision, HandBack) and decision.reason is EndOfRound.STRAGGLER) is hands_on
+    assert hands_on or decision == Run()
 
 
 @pytest.mark.parametrize(
@@ -225,14 +232,14 @@ def test_hands_on_at_admission(policy: SheddingPolicy, pace: Pace | None, slow: 
     ],
 )
 def test_an_admission_move_spends_one_move_and_keeps_the_rate(before: Pace | None, after: Pace) -> None:
-    assert SheddingPolicy.handed_on(before, "w-slow") == after
+    assert arrive(DEFAULT, before, slow=True, here="w-slow") == HandBack(EndOfRound.STRAGGLER, after)
 
 
 def test_admission_moves_stop_at_the_budget() -> None:
     pace: Pace | None = None
     moves = 0
-    while DEFAULT.hands_on(pace, slow=True):
-        pace = SheddingPolicy.handed_on(pace, "w-slow")
+    while isinstance(decision := arrive(DEFAULT, pace, slow=True, here=f"w-slow-{moves}"), HandBack):
+        pace = decision.pace
         moves += 1
     assert moves == SheddingSettings().straggler_budget
 
@@ -255,7 +262,11 @@ FLED = Pace(rate=10.0, samples=2, moves=1, fled="w-slow")
     ],
 )
 def test_just_fled(policy: SheddingPolicy, pace: Pace | None, last: str | None, here: str, fled: bool) -> None:
-    assert policy.just_fled(pace, last, here) is fled
+    decision = arrive(policy, pace, here=here, last=last)
+    if pace is not None and pace.fled == here and policy.settings.enabled:
+        assert decision == HandBack(EndOfRound.STRAGGLER, replace(pace, moves=pace.moves + 1))  # back: it moves on
+    else:
+        assert decision == Run(fled)
 
 
 @pytest.mark.parametrize(
@@ -271,7 +282,7 @@ def test_just_fled(policy: SheddingPolicy, pace: Pace | None, last: str | None, 
     ],
 )
 def test_a_round_just_fled_is_served_like_a_prioritized_one(at: Boundary, expected: EndOfRound | None) -> None:
-    assert DEFAULT.at_boundary(at) is expected
+    assert reason_at(DEFAULT, at) is expected
 
 
 @pytest.mark.parametrize("setting", ["straggler_at_admission", "step_aside"])
@@ -283,7 +294,7 @@ def test_the_switches_reach_the_policy(
     monkeypatch.setenv("MRTR_WORKER_KEYRING", new_ring("k1").dumps())
     monkeypatch.setenv("MRTR_WORKER_ALLOW_ANONYMOUS", "true")
     monkeypatch.setenv(f"MRTR_WORKER_{setting.upper()}", value)
-    assert getattr(WorkerSettings().shedding_settings(), setting) is expected
+    assert getattr(WorkerSettings().shedding, setting) is expected
 
 
 # -- stepping aside: out of the proxy's rotation while every round would be handed on -----------------------
@@ -355,6 +366,7 @@ def test_stepping_aside_a_verdict_is_probed_soon_until_a_probe_confirms_it(
     if probe_rate is not None:
         started = T0 + PROBE_SOON + 0.01
         assert standing.judge("count", 0.5, started) is Judgement.PROBE
+        standing.start_probe("count", started)
         ended = started + 2
         for _ in range(3):
             standing.bring("count", PEER, peer=True, now=ended)

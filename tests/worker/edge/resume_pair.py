@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from starlette.types import Message
 
 from mrtr_protocol.wire import PROTOCOL_VERSION, encode_request, request_headers, request_meta
+from mrtr_worker.compute.policy import SheddingSettings
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.edge.front_door import FrontDoor
 from mrtr_worker.sealing.codec import FleetStateCodec
@@ -41,7 +42,7 @@ def settings(ring: KeyRing, public_key: Path, *, fast: bool) -> WorkerSettings:
         jwt_public_key_file=public_key,
         tool_packs=["compute"],
         fast_resume=fast,
-        max_concurrent_computations=1,
+        shedding=SheddingSettings(max_concurrent=1),
     )
 
 

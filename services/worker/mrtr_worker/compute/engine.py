@@ -24,7 +24,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.compute.computation import Computation, State
-from mrtr_worker.compute.policy import Boundary, SheddingPolicy, SheddingSettings
+from mrtr_worker.compute.policy import Arrival, Boundary, HandBack, SheddingPolicy, SheddingSettings, Wait
 from mrtr_worker.compute.queueing import wait_for_slot
 from mrtr_worker.compute.slots import Slots
 from mrtr_worker.compute.standing import Judgement, Standing, from_peer, last_instance
@@ -122,29 +122,30 @@ class Engine:
                     return rnd.ask({question.key: question.request}, self._data(state, steps, question=pending))
                 state = question.apply(state, answer.content)
 
-        judgement = self._note_pace(rnd, computation.name)
-        fled = self.policy.just_fled(rnd.trace.pace, last_instance(rnd.trace.visited), rnd.identity.instance_id)
-        # A round that cannot be handed back (`can_hand_back` False: a 2025-era wire, which the HTTP edge
-        # now refuses, see `modern_only`) queues for a slot and runs to its end, never shed, not even by a drain.
-        if rnd.can_hand_back:
-            slow = judgement is Judgement.SLOW
-            early = self.policy.admit(
-                rnd.trace.pace, draining=self._lifecycle.draining, slow=slow, instance_id=rnd.identity.instance_id
-            )
-            if early is not None:
-                rnd.trace.pace = early.pace
-                return self._hand_back(rnd, state, steps, early.reason)
-        if not self._slots.try_acquire():
-            if rnd.can_hand_back and self.policy.sheds_when_full(rnd.trace.fair_hops, fled=fled):
-                return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
-            movable = rnd.can_hand_back and self.policy.may_leave_queue(rnd.trace.pace)
-            patience = self.policy.queue_wait_s(rnd.trace.pace) if movable else None
-            if not await wait_for_slot(self._slots, self._lifecycle.rebalanced if movable else None, patience):
-                rnd.trace.pace = self.policy.left_queue(rnd.trace.pace)  # a rebalance: free slots elsewhere take it
-                return self._hand_back(rnd, state, steps, EndOfRound.PRESSURE)
+        arrival = Arrival(
+            pace=rnd.trace.pace,
+            hops=rnd.trace.fair_hops,
+            instance_id=rnd.identity.instance_id,
+            last=last_instance(rnd.trace.visited),
+            draining=self._lifecycle.draining,
+            slow=self._note_pace(rnd, computation.name) is Judgement.SLOW,
+            full=not self._slots.available,
+            can_hand_back=rnd.can_hand_back,
+        )
+        decision = self.policy.arrives(arrival)
+        if isinstance(decision, HandBack):
+            return self._hand_back(rnd, state, steps, decision)
+        if isinstance(decision, Wait):
+            rebalanced = self._lifecycle.rebalanced if decision.leave is not None else None
+            if not await wait_for_slot(self._slots, rebalanced, decision.patience_s):
+                assert decision.leave is not None  # only a wait that may end has a way out
+                return self._hand_back(rnd, state, steps, decision.leave)
+        else:
+            taken = self._slots.try_acquire()
+            assert taken, "a slot was free when the policy decided, and nothing ran since"
         self._metrics.computations.inc()
         try:
-            return await self._run_slice(rnd, computation, state, steps, fled=fled)
+            return await self._run_slice(rnd, computation, state, steps, fled=decision.fled)
         finally:
             self._metrics.computations.dec()
             self._slots.release()
@@ -177,11 +178,11 @@ class Engine:
                     fled=fled,
                     pace_here=pace_here,
                     reference=reference,
+                    instance_id=rnd.identity.instance_id,
                 )
-                reason = self.policy.at_boundary(boundary) if rnd.can_hand_back else None
-                if reason is not None:
-                    self._carry_pace(rnd, here, started, reason)
-                    return self._hand_back(rnd, state, steps, reason)
+                end = self.policy.at_step_end(boundary) if rnd.can_hand_back else None
+                if end is not None:
+                    return self._hand_back(rnd, state, steps, end)
                 state = await self.run_step(computation.step, state)
                 steps += 1
                 here += 1
@@ -197,16 +198,20 @@ class Engine:
         now = self._clock()
         peer = from_peer(rnd.trace.visited, rnd.identity.instance_id)
         self.standing.bring(tool, rnd.trace.pace, peer=peer, now=now)
-        return self.standing.judge(tool, self.policy.settings.straggler_ratio, now)
+        judgement = self.standing.judge(tool, self.policy.settings.straggler_ratio, now)
+        if judgement is Judgement.PROBE:
+            self.standing.start_probe(tool, now)
+        return judgement
 
     def _carry_pace(self, rnd: Round, here: int, started: float, reason: EndOfRound) -> None:
         """Fold this slice's step rate into the request's pace (sealed with the round's trace)."""
         elapsed_ms = (self._clock() - started) * 1000
         rnd.trace.pace = self.policy.measured(rnd.trace.pace, here, elapsed_ms, reason, rnd.identity.instance_id)
 
-    def _hand_back(self, rnd: Round, state: State, steps: int, reason: EndOfRound) -> InputRequiredResult:
-        retry_after = self.policy.retry_after_ms(reason, rnd.trace.fair_hops)
-        return rnd.hand_back(self._data(state, steps), reason, retry_after_ms=retry_after)
+    def _hand_back(self, rnd: Round, state: State, steps: int, end: HandBack) -> InputRequiredResult:
+        """End the round as the policy decided: the pace it carries on is sealed with its trace."""
+        rnd.trace.pace = end.pace
+        return rnd.hand_back(self._data(state, steps), end.reason, retry_after_ms=end.retry_after_ms)
 
     @staticmethod
     def _data(state: State, steps: int, *, question: str | None = None) -> dict[str, Any]:

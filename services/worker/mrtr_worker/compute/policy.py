@@ -30,7 +30,7 @@ than the step in progress (and a drain takes at most one step):
   same move (no ageing, retried at once, within the budget), without the
   measured slice the rule above costs each call that lands there. The
   instance that takes a round straight from a straggler serves it like a
-  prioritized one (`just_fled`), or round robin would bring it back there.
+  prioritized one (`Run.fled`), or round robin would bring it back there.
   It keeps its standing while it hands rounds on, and lets one round at a
   time run as a probe when its own rate is old (`Standing.judge`). A round
   whose pace says nothing of another instance (a new call, or one measured
@@ -60,7 +60,10 @@ moves when no other instance could take it (one worker).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+
+from pydantic import Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.sealing.layout import Pace
@@ -71,17 +74,29 @@ TASK_MEASURE_SHARE = 0.5
 """A task slice is measured over this share of its length (at most the MRTR window), so a move saves the rest."""
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True)
 class SheddingSettings:
+    """The shedding policy's settings: the one place each is defined, with its default and its bounds.
+
+    The worker reads them from the environment (`WorkerSettings.shedding`, `MRTR_WORKER_<NAME>`; `enabled` is
+    `MRTR_WORKER_SHEDDING` and `max_concurrent` `MRTR_WORKER_MAX_CONCURRENT_COMPUTATIONS`); benchmarks and the
+    lab build theirs here and pass them on with `environment()`.
+    """
+
     enabled: bool = True
     """Off: no admission limit for new calls (they queue for a slot), no pressure, no slice. Drain still applies."""
-    max_concurrent: int = 2
-    min_slice_ms: int = 200
-    max_slice_ms: int = 2000
-    priority_after_hops: int = 4
-    retry_after_base_ms: int = 25
-    retry_after_cap_ms: int = 500
-    straggler_ratio: float = 0.5
+    max_concurrent: int = Field(default=2, ge=1, le=64)
+    """Computations stepping at once (the compute slots); a call beyond them is refused or queued."""
+    min_slice_ms: int = Field(default=200, ge=0)
+    """Under pressure a computation runs at least this long before it is handed back."""
+    max_slice_ms: int = Field(default=2000, ge=0)
+    """A computation yields after this long even on an idle worker; 0 turns the time slice off."""
+    priority_after_hops: int = Field(default=4, ge=1)
+    """Hand-backs after which a request is prioritized: admitted, never shed again for pressure or slice."""
+    retry_after_base_ms: int = Field(default=25, ge=0)
+    retry_after_cap_ms: int = Field(default=500, ge=0)
+    """The retry hint of an admission refusal: the base, doubled per hop, up to the cap."""
+    straggler_ratio: float = Field(default=0.5, ge=0, lt=1)
     """Hand a computation on when it steps here under this fraction of the rate it saw elsewhere; 0 turns it off."""
     straggler_at_admission: bool = True
     """An instance that knows it is slow (`compute.standing`) hands rounds on before any step; off: only the
@@ -89,13 +104,35 @@ class SheddingSettings:
     step_aside: bool = False
     """An instance that hands every round on (`standing`) says it is not ready, so the proxy's health check takes
     it out of rotation until a probe is due (`Standing.aside`); off: it stays in rotation and bounces them."""
-    straggler_min_slice_ms: int = 1000
+    straggler_min_slice_ms: int = Field(default=1000, ge=0)
     """Measured time here before rates are compared, so one slow step (noise) does not bounce a call."""
-    straggler_budget: int = 3
+    straggler_budget: int = Field(default=3, ge=0)
     """Moves per request (off a straggler, out of a long queue): what they can add to the client's rounds is bounded."""
-    queue_wait_ms: int = 0
+    queue_wait_ms: int = Field(default=0, ge=0)
     """A prioritized request queued this long for a slot moves on (a move, within the budget); 0 (the default,
     see the module's docstring): it waits for its slot."""
+
+    def environment(self) -> dict[str, str]:
+        """These settings as the worker's environment variables (only those that differ from the defaults)."""
+        default = SheddingSettings()
+        return {
+            environment_name(name): _env_text(getattr(self, name))
+            for name in SHEDDING_FIELDS
+            if getattr(self, name) != getattr(default, name)
+        }
+
+
+SHEDDING_FIELDS: tuple[str, ...] = tuple(field.name for field in fields(SheddingSettings))
+_ENV_NAMES = {"enabled": "MRTR_WORKER_SHEDDING", "max_concurrent": "MRTR_WORKER_MAX_CONCURRENT_COMPUTATIONS"}
+
+
+def environment_name(field: str) -> str:
+    """The environment variable a worker reads a shedding setting from."""
+    return _ENV_NAMES.get(field, f"MRTR_WORKER_{field.upper()}")
+
+
+def _env_text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 @dataclass(frozen=True)
@@ -114,53 +151,131 @@ class Boundary:
     alone: bool = False
     """No other instance could take the work on (a task slice put back would come straight back here): no move."""
     fled: bool = False
-    """The round comes straight from a straggler that handed it on (`just_fled`): served here like a prioritized one."""
+    """The round comes straight from a straggler that handed it on (`Run.fled`): served here like a prioritized one."""
     pace_here: bool = False
     """The round was last handed back by this instance: the newest (heaviest) slice in `pace` ran here, so it
     speaks of this instance more than of its peers."""
     reference: float | None = None
     """The peers' recent rate for the tool, as paces brought it here (`Standing.reference`): the yardstick when
     the round's own pace says nothing of another instance (a new call, or a pace measured here alone)."""
+    instance_id: str | None = None
+    """This instance: a round handed on as a straggler carries it as the instance it fled."""
 
 
 @dataclass(frozen=True)
-class Admission:
-    """A round handed back as it arrives, before it takes a slot or runs a step (`SheddingPolicy.admit`)."""
+class Arrival:
+    """What the policy knows of a round as it arrives, before it takes a slot or runs a step."""
+
+    pace: Pace | None
+    """The pace the round brings (`Trace.pace`)."""
+    hops: int
+    """Hops that age the request towards priority (`Trace.fair_hops`)."""
+    instance_id: str
+    last: str | None
+    """The instance that ended the round's previous round (None: a first round)."""
+    draining: bool
+    slow: bool
+    """This instance's standing says it is slow at the tool (`Judgement.SLOW`)."""
+    full: bool
+    """Every compute slot here is taken."""
+    can_hand_back: bool = True
+    """False for a round that cannot end early (a 2025-era wire): it waits for a slot and runs to its end."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """Serve the round here: take a slot and step."""
+
+    fled: bool = False
+    """It comes straight from a straggler that handed it on: served like a prioritized round (`Boundary.fled`)."""
+
+
+@dataclass(frozen=True)
+class HandBack:
+    """End the round: its state goes back to the client, which retries after `retry_after_ms` (0: at once)."""
 
     reason: EndOfRound
     pace: Pace | None
     """The pace the round carries on."""
+    retry_after_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Queue here for a slot, then run (as `Run` with the same `fled`)."""
+
+    fled: bool
+    leave: HandBack | None
+    """How it moves on when capacity appears elsewhere (a rebalance) or `patience_s` runs out; None: it stays."""
+    patience_s: float | None = None
+    """Seconds it queues before it moves on (None: until its slot, or a rebalance)."""
+
+
+Decision = Run | HandBack | Wait
+"""What happens to a round as it arrives (`SheddingPolicy.arrives`)."""
 
 
 class SheddingPolicy:
+    """The decisions of the shedding policy: one question at each moment a round can end early.
+
+    `arrives` (a round comes in), `at_step_end` (a step has ended) and, for task slices, `task_slice_end`;
+    the engine and the fleet simulator ask them and do what the answer says. The rest are private rules.
+    """
+
     def __init__(self, settings: SheddingSettings) -> None:
         self.settings = settings
 
-    def admit(self, pace: Pace | None, *, draining: bool, slow: bool, instance_id: str) -> Admission | None:
-        """Whether a round that may be handed back leaves at once, before it asks for a slot (None: it asks).
+    def arrives(self, a: Arrival) -> Decision:
+        """Hand the round back at once, run it, or queue it for a slot (and say how it may leave the queue).
 
         In order: a drain; a round back on the straggler it last left (`fled_here`); an instance that knows it
-        is slow (`hands_on`). The engine takes this decision, and so does the fleet simulator
-        (`benchmarks/fleet_sim`), which is why it is one pure function.
+        is slow; then, with every slot taken, a hand-back at admission unless the request is prioritized (aged,
+        or straight from a straggler), else a wait that a rebalance or `queue_wait_ms` may end with a move.
         """
+        fled = self._just_fled(a.pace, a.last, a.instance_id)
+        if a.can_hand_back:
+            early = self._early(a.pace, draining=a.draining, slow=a.slow, instance_id=a.instance_id)
+            if early is not None:
+                return early
+        if not a.full:
+            return Run(fled)
+        if a.can_hand_back and not (self._prioritized(a.hops) or fled):
+            return HandBack(EndOfRound.ADMISSION, a.pace, self._retry_after_ms(EndOfRound.ADMISSION, a.hops))
+        if not (a.can_hand_back and self._may_leave_queue(a.pace)):
+            return Wait(fled, None)
+        leave = HandBack(EndOfRound.PRESSURE, _one_more_move(a.pace))
+        return Wait(fled, leave, self._queue_wait_s())
+
+    def at_step_end(self, b: Boundary) -> HandBack | None:
+        """Hand the round back at this step boundary (with the pace it carries on), or None: run the next step."""
+        reason = self._at_boundary(b)
+        if reason is None:
+            return None
+        pace = self.measured(b.pace, b.steps, b.slice_ms, reason, b.instance_id)
+        return HandBack(reason, pace, self._retry_after_ms(reason, b.hops))
+
+    def steps_aside(self, *, aside: bool) -> bool:
+        """Whether an instance whose standing is `aside` (`Standing.aside`) leaves the proxy's rotation: only
+        where it would hand the rounds on at admission anyway."""
+        s = self.settings
+        return aside and s.step_aside and s.enabled and s.straggler_at_admission and s.straggler_ratio > 0
+
+    def _early(self, pace: Pace | None, *, draining: bool, slow: bool, instance_id: str) -> HandBack | None:
+        """A hand-back before the round asks for a slot: a drain, a return to the straggler it fled, a slow
+        instance (with the pace it carries on); None: it asks for a slot."""
         if draining:
-            return Admission(EndOfRound.DRAIN, pace)
+            return HandBack(EndOfRound.DRAIN, pace)
         if self.fled_here(pace, instance_id):
-            return Admission(EndOfRound.STRAGGLER, self.measured(pace, 0, 0.0, EndOfRound.STRAGGLER, instance_id))
-        if self.hands_on(pace, slow=slow):
-            return Admission(EndOfRound.STRAGGLER, self.handed_on(pace, instance_id))
+            return HandBack(EndOfRound.STRAGGLER, self.measured(pace, 0, 0.0, EndOfRound.STRAGGLER, instance_id))
+        if self._hands_on(pace, slow=slow):
+            return HandBack(EndOfRound.STRAGGLER, _handed_on(pace, instance_id))
         return None
 
-    def sheds_when_full(self, hops: int, *, fled: bool) -> bool:
-        """Whether a round that finds every slot taken is handed back (admission) rather than queued for one:
-        not once it has aged into priority (`hops`: `Trace.fair_hops`), nor straight from a straggler (`fled`)."""
-        return not (self.prioritized(hops) or fled)
-
-    def prioritized(self, hops: int) -> bool:
+    def _prioritized(self, hops: int) -> bool:
         """Whether a request has aged into priority (it waits for a slot rather than being shed)."""
         return not self.settings.enabled or hops >= self.settings.priority_after_hops
 
-    def just_fled(self, pace: Pace | None, last: str | None, here: str) -> bool:
+    def _just_fled(self, pace: Pace | None, last: str | None, here: str) -> bool:
         """Whether `last` (the instance that ended the previous round) handed this round on as a straggler, and
         this is another instance.
 
@@ -172,13 +287,13 @@ class SheddingPolicy:
         """
         return self.settings.enabled and pace is not None and pace.fled is not None and pace.fled == last != here
 
-    def at_boundary(self, b: Boundary) -> EndOfRound | None:
+    def _at_boundary(self, b: Boundary) -> EndOfRound | None:
         """The reason to yield at this boundary, or None to run the next step."""
         if b.draining:
             return EndOfRound.DRAIN
-        if self.straggling(b):
+        if self._straggling(b):
             return EndOfRound.STRAGGLER
-        if self.prioritized(b.hops) or b.fled:
+        if self._prioritized(b.hops) or b.fled:
             return None
         s = self.settings
         if b.waiting and b.slice_ms >= s.min_slice_ms:
@@ -197,7 +312,7 @@ class SheddingPolicy:
         """
         if b.draining:
             return EndOfRound.DRAIN
-        if not b.alone and self.straggling(b, self.task_measure_ms(slice_ms)):
+        if not b.alone and self._straggling(b, self.task_measure_ms(slice_ms)):
             return EndOfRound.STRAGGLER
         s = self.settings
         if s.enabled and b.waiting and b.slice_ms >= s.min_slice_ms:
@@ -210,66 +325,35 @@ class SheddingPolicy:
         """How long a task slice runs here before its rate is compared: part of the slice, at most the MRTR window."""
         return min(float(self.settings.straggler_min_slice_ms), slice_ms * TASK_MEASURE_SHARE)
 
-    def straggling(self, b: Boundary, min_slice_ms: float | None = None) -> bool:
+    def _straggling(self, b: Boundary, min_slice_ms: float | None = None) -> bool:
         """Whether this instance has run the request clearly slower than its earlier instances did (or, for a
         round that brings no pace measured elsewhere, than its peers' paces say: `Boundary.reference`).
 
         `min_slice_ms`: the measured time before rates are compared (default: `straggler_min_slice_ms`).
         """
         measure = self.settings.straggler_min_slice_ms if min_slice_ms is None else min_slice_ms
-        yardstick = self.yardstick(b)
+        yardstick = _yardstick(b)
         if yardstick is None or not self._may_move(b.pace) or b.steps == 0 or b.slice_ms < measure:
             return False
         return b.steps * 1000 / b.slice_ms < self.settings.straggler_ratio * yardstick
 
-    @staticmethod
-    def yardstick(b: Boundary) -> float | None:
-        """The rate a slice is compared with: the round's own pace, or the peers' (`Boundary.reference`) when the
-        pace was measured on this instance alone (`Boundary.pace_here`) or is missing."""
-        own = b.pace.rate if b.pace is not None and b.pace.samples and b.pace.rate > 0 else None
-        if own is None or b.pace_here:
-            return b.reference if b.reference is not None else own
-        return own
-
-    def hands_on(self, pace: Pace | None, *, slow: bool) -> bool:
+    def _hands_on(self, pace: Pace | None, *, slow: bool) -> bool:
         """Whether a round is handed on at admission because this instance knows it is `slow`: the straggler
         rule is on and the request has moves left (one with none is served here, so the round cap holds)."""
         s = self.settings
         moves = pace.moves if pace is not None else 0
         return slow and s.enabled and s.straggler_at_admission and s.straggler_ratio > 0 and moves < s.straggler_budget
 
-    def steps_aside(self, *, aside: bool) -> bool:
-        """Whether an instance whose standing is `aside` (`Standing.aside`) leaves the proxy's rotation: only
-        where it would hand the rounds on at admission anyway."""
-        s = self.settings
-        return aside and s.step_aside and s.enabled and s.straggler_at_admission and s.straggler_ratio > 0
-
-    @staticmethod
-    def handed_on(pace: Pace | None, instance_id: str) -> Pace:
-        """The pace a round carries on after `hands_on`: one move more, rate untouched (nothing ran here), and
-        this instance marked as fled (`fled_here`), so a round back here moves on even after it forgets."""
-        if pace is None:
-            return Pace(rate=0.0, samples=0, moves=1, fled=instance_id)
-        return replace(pace, moves=pace.moves + 1, fled=instance_id)
-
-    def may_leave_queue(self, pace: Pace | None) -> bool:
+    def _may_leave_queue(self, pace: Pace | None) -> bool:
         """Whether a request queued here for a slot may move on (a rebalance, a long wait): it has moves left
         (the round cap), and shedding is on (staying where you land waits)."""
         s = self.settings
         return s.enabled and (pace.moves if pace is not None else 0) < s.straggler_budget
 
-    def queue_wait_s(self, pace: Pace | None) -> float | None:
-        """How long a prioritized request may queue here for a slot before it moves on; None: until it gets one."""
-        if self.settings.queue_wait_ms <= 0 or not self.may_leave_queue(pace):
-            return None
-        return self.settings.queue_wait_ms / 1000
-
-    @staticmethod
-    def left_queue(pace: Pace | None) -> Pace:
-        """The pace a request carries on after leaving a queue: one move more (it does not age), rate untouched."""
-        if pace is None:
-            return Pace(rate=0.0, samples=0, moves=1)
-        return replace(pace, moves=pace.moves + 1)
+    def _queue_wait_s(self) -> float | None:
+        """How long a prioritized request that may move queues here for a slot before it does; None: until it
+        gets one (or a rebalance)."""
+        return self.settings.queue_wait_ms / 1000 if self.settings.queue_wait_ms > 0 else None
 
     def fled_here(self, pace: Pace | None, instance_id: str, *, alone: bool = False) -> bool:
         """Whether a round arrives at the straggler it last left (round robin brings it back): move on unmeasured.
@@ -315,9 +399,33 @@ class SheddingPolicy:
             return after  # a move, or nothing ran: nothing to reset
         return replace(after, moves=0, fled=None if after.fled == instance_id else after.fled)
 
-    def retry_after_ms(self, reason: EndOfRound, hops: int) -> int:
+    def _retry_after_ms(self, reason: EndOfRound, hops: int) -> int:
         """The `_meta` retry hint: at once after a yield, growing backoff when admission is refused."""
         if reason is not EndOfRound.ADMISSION:
             return 0
         s = self.settings
         return int(min(s.retry_after_cap_ms, s.retry_after_base_ms * 2**hops))
+
+
+def _yardstick(b: Boundary) -> float | None:
+    """The rate a slice is compared with: the round's own pace, or the peers' (`Boundary.reference`) when the
+    pace was measured on this instance alone (`Boundary.pace_here`) or is missing."""
+    own = b.pace.rate if b.pace is not None and b.pace.samples and b.pace.rate > 0 else None
+    if own is None or b.pace_here:
+        return b.reference if b.reference is not None else own
+    return own
+
+
+def _handed_on(pace: Pace | None, instance_id: str) -> Pace:
+    """The pace a round carries on after a slow instance hands it on: one move more, rate untouched (nothing ran
+    here), and this instance marked as fled (`fled_here`), so a round back here moves on even after it forgets."""
+    if pace is None:
+        return Pace(rate=0.0, samples=0, moves=1, fled=instance_id)
+    return replace(pace, moves=pace.moves + 1, fled=instance_id)
+
+
+def _one_more_move(pace: Pace | None) -> Pace:
+    """The pace a request carries on after leaving a queue: one move more (it does not age), rate untouched."""
+    if pace is None:
+        return Pace(rate=0.0, samples=0, moves=1)
+    return replace(pace, moves=pace.moves + 1)

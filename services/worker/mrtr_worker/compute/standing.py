@@ -13,7 +13,8 @@ gave it, so the paces that arrive are a sample of the peers' rates for that tool
   instance never has evidence.
 * `slow_against`: own rate under the straggler ratio of the peers' median, each over a few samples.
   A host slow as a whole brings in low paces too, so no instance of it is judged slow.
-* `Standing.judge`: run the round, hand it on (`SLOW`), or run it as a `PROBE`.
+* `Standing.judge`: run the round, hand it on (`SLOW`), or run it as a `PROBE` (a query: the caller that
+  lets the probe run records it with `Standing.start_probe`).
 * `Standing.aside`: whether the instance would hand on every round that comes now, so it may as well be out
   of the proxy's rotation (`MRTR_WORKER_STEP_ASIDE`: its `/readyz` says so), back in when a probe is due.
 * `Standing.reference`: the peers' recent rate, the yardstick of the per-slice rule for a round that
@@ -39,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from statistics import median
-from typing import Any
+from typing import Any, NamedTuple
 
 from mrtr_worker.sealing.layout import Pace
 
@@ -94,12 +95,27 @@ def slow_against(own: float | None, peers: Sequence[float], ratio: float) -> boo
     return own < ratio * median(peers)
 
 
+class OwnRate(NamedTuple):
+    """This instance's step rate for one tool, weighted over its slices."""
+
+    rate: float
+    """Steps per second."""
+    slices: int
+    """Slices folded in."""
+    at: float
+    """Clock time of the newest slice."""
+
+
 @dataclass
 class Standing:
-    """What this instance has seen lately, per tool: its own step rate and the paces its peers gave calls."""
+    """What this instance has seen lately, per tool: its own step rate and the paces its peers gave calls.
 
-    own: dict[str, tuple[float, int, float]] = field(default_factory=dict)
-    """tool -> (weighted rate in steps/s, slices folded in, clock time of the newest)."""
+    It tells (`own_rate`, `reference`, `slow`, `judge`, `aside`) and records (`observe`, `bring`,
+    `start_probe`); a method of one kind never does the other.
+    """
+
+    own: dict[str, OwnRate] = field(default_factory=dict)
+    """tool -> its own rate here."""
     peers: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
     """tool -> (pace rate, clock time it arrived), newest last."""
     probing: dict[str, float] = field(default_factory=dict)
@@ -136,9 +152,9 @@ class Standing:
         if self.probing.pop(tool, None) is not None:
             self.probed[tool] = rate
         if before is None:
-            self.own[tool] = (rate, 1, now)
+            self.own[tool] = OwnRate(rate, 1, now)
         else:
-            self.own[tool] = (OWN_WEIGHT * rate + (1 - OWN_WEIGHT) * before[0], before[1] + 1, now)
+            self.own[tool] = OwnRate(OWN_WEIGHT * rate + (1 - OWN_WEIGHT) * before.rate, before.slices + 1, now)
 
     def bring(self, tool: str, pace: Pace | None, *, peer: bool, now: float) -> None:
         """Note the pace a round of `tool` brought in; `peer`: it was measured elsewhere (`from_peer`)."""
@@ -149,9 +165,9 @@ class Standing:
     def own_rate(self, tool: str) -> float | None:
         """This instance's rate for `tool` over its newest slices, or None if too few slices."""
         mine = self.own.get(tool)
-        if mine is None or mine[1] < OWN_MIN_SAMPLES:
+        if mine is None or mine.slices < OWN_MIN_SAMPLES:
             return None
-        return mine[0]
+        return mine.rate
 
     def peer_rates(self, tool: str, now: float) -> list[float]:
         """The paces brought in lately for `tool`."""
@@ -168,19 +184,23 @@ class Standing:
         return slow_against(self.own_rate(tool), self.peer_rates(tool, now), ratio)
 
     def judge(self, tool: str, ratio: float, now: float) -> Judgement:
-        """What to do with a round of `tool` arriving now: `PROBE` is handed out to one round at a time."""
+        """What to do with a round of `tool` arriving now: `PROBE` while a probe is due and none is out (the
+        caller that runs it says so with `start_probe`, so the next round is not one too)."""
         if not self.slow(tool, ratio, now):
             return Judgement.RUN
         if not self._probe_due(tool, ratio, now):
             return Judgement.SLOW
-        self.probing[tool] = now
         return Judgement.PROBE
+
+    def start_probe(self, tool: str, now: float) -> None:
+        """Record that a round of `tool` runs here as a probe from `now`, until a slice of the tool reports."""
+        self.probing[tool] = now
 
     def _probe_due(self, tool: str, ratio: float, now: float) -> bool:
         """Whether a round of `tool` may run here as a probe: no probe is out, and the own rate is older than
         `first_probe_after`, or `PROBE_EVERY` once a probe's own slice was slow too (`probed`)."""
         confirmed = slow_against(self.probed.get(tool), self.peer_rates(tool, now), ratio)
-        if now - self.own[tool][2] <= (PROBE_EVERY if confirmed else self.first_probe_after):
+        if now - self.own[tool].at <= (PROBE_EVERY if confirmed else self.first_probe_after):
             return False
         started = self.probing.get(tool)
         return started is None or now - started > PROBE_PATIENCE

@@ -15,7 +15,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from mrtr_worker.app import create_app
-from mrtr_worker.config import WorkerSettings
+from mrtr_worker.config import WorkerSettings, setting_name
 from mrtr_worker.listener.bounded_http import RequestBounds, bounded_protocol
 from mrtr_worker.listener.draining_server import DrainingServer
 from mrtr_worker.sealing.keyring import KeyRing, KeyRingError
@@ -27,12 +27,7 @@ def _config_error(message: str) -> int:
 
 
 def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        field = ".".join(str(p) for p in error["loc"])
-        name = f"MRTR_WORKER_{field.upper()}" if field else "settings"
-        parts.append(f"{name}: {error['msg']}")
-    return "; ".join(parts)
+    return "; ".join(f"{setting_name(error['loc'])}: {error['msg']}" for error in exc.errors())
 
 
 def main() -> int:

@@ -1,0 +1,30 @@
+"""Asking the shedding policy its questions in tests: a round as it arrives, and at a step's end."""
+
+from __future__ import annotations
+
+from mrtr_protocol.rounds import EndOfRound
+from mrtr_worker.compute.policy import Arrival, Boundary, Decision, SheddingPolicy
+from mrtr_worker.sealing.layout import Pace
+
+
+def arrive(
+    policy: SheddingPolicy,
+    pace: Pace | None = None,
+    *,
+    hops: int = 0,
+    here: str = "w1",
+    last: str | None = None,
+    draining: bool = False,
+    slow: bool = False,
+    full: bool = False,
+) -> Decision:
+    """What the policy decides for a round arriving at `here` (by default: an idle instance, a first round)."""
+    return policy.arrives(
+        Arrival(pace=pace, hops=hops, instance_id=here, last=last, draining=draining, slow=slow, full=full)
+    )
+
+
+def reason_at(policy: SheddingPolicy, at: Boundary) -> EndOfRound | None:
+    """Why the round ends at this step boundary (None: the next step runs)."""
+    end = policy.at_step_end(at)
+    return None if end is None else end.reason
