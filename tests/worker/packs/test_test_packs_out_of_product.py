@@ -7,6 +7,7 @@ wheel, the one its image installs, carries the `demo` and `compute` packs only.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sysconfig
@@ -16,10 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from mrtr_ops.local.process import WorkerSpec, free_port
+from mrtr_ops.local.redis import RedisServer
+from mrtr_ops.waiting import wait_until
+from mrtr_protocol.tasks import COMPUTE_META_KEY
 from mrtr_worker.packs.registry import BUILTIN_PACKS, installed_packs, job_named, load_pack
 from mrtr_worker.sealing.keyring import new_ring
 from mrtr_worker.tasks.catalog import JOBS
+from tests.conftest import StartWorker
 from tests.support.paths import ROOT
+from tests.worker.tasks.tasks_support import TaskClient
 
 TEST_PACKS = {"conformance", "chaos"}
 TEST_PACKS_DIST = "mrtr-test-packs"
@@ -104,3 +111,39 @@ def test_a_worker_without_the_test_packs_refuses_to_serve_one(tmp_path: Path) ->
     assert len(lines) == 1
     assert lines[0].startswith("mrtr-worker: configuration error: ")
     assert "unknown tool pack(s) ['conformance']; available: ['demo', 'compute', 'collatz']" in lines[0]
+
+
+@pytest.mark.slow  # three worker processes and Redis
+def test_a_worker_without_the_test_packs_leaves_their_tasks_to_one_that_has_them(
+    tmp_path: Path, start_worker: StartWorker, redis_server: RedisServer, keyring_file: Path
+) -> None:
+    """A task's slice may reach any worker of the fleet; one that lacks the job's pack must neither run nor fail it."""
+    env = {"MRTR_WORKER_REDIS_URL": redis_server.url, "MRTR_WORKER_REDIS_PREFIX": "no-test-packs:"}
+    packs = ("demo", "compute", "conformance")
+    with_packs, with_process = start_worker(tool_packs=packs, env=env)
+    lacking = WorkerSpec("lacking", free_port(), keyring_file, tool_packs=("demo", "compute"),
+                         extra_env=tuple(env.items()))  # fmt: skip
+    python = _environment_without_test_packs(tmp_path / "venv")
+    process = dataclasses.replace(lacking.process(tmp_path), argv=[str(python), "-m", "mrtr_worker"]).start()
+    try:
+        process.wait_ready()
+        creator, reader = TaskClient(with_packs.url), TaskClient(lacking.url)
+        task_id = creator.create("slow_compute", {"seconds": 1, "label": "kept"})
+        creator.close()
+        with_process.stop()  # the only worker that knows the job drains: its slice goes back to the queue
+
+        def left_here() -> bool:
+            log = process.log_path.read_text()
+            return f"task {task_id}: slice left to other instances: job 'slow_compute' unknown to version 1" in log
+
+        wait_until(left_here, timeout=60, interval=0.1, what="the worker without the pack to leave the slice")
+        assert reader.get(task_id)["status"] == "working"  # neither run nor failed here
+        start_worker(tool_packs=packs, env=env)  # a worker with the pack joins and finishes it
+        done = reader.wait_status(task_id, timeout=60)
+        reader.close()
+    finally:
+        process.stop()
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "slow_compute finished after 1.0 s (label 'kept')"
+    visited = [instance for instance, _ in done["result"]["_meta"][COMPUTE_META_KEY]["visited"]]
+    assert "lacking" not in visited  # every step ran where the job is known
