@@ -28,7 +28,7 @@ from mrtr_protocol.tasks import (
     TASKS_GET,
     TASKS_NOTIFICATION,
 )
-from mrtr_worker.tasks.fixture_jobs import slow_compute_text
+from mrtr_test_packs.conformance_jobs import slow_compute_text
 from tests.client.scripted_server import ScriptedServer, wire_task
 
 TEXT = {"resultType": "complete", "content": [{"type": "text", "text": "done"}], "isError": False}

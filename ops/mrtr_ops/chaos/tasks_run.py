@@ -41,7 +41,7 @@ from mrtr_ops.history.client_ops import INFO, INVOKE, OK, OpLog, read_ops
 from mrtr_ops.history.store_events import read_events
 from mrtr_ops.local.cluster import DEFAULT_PACKS, ClusterConfig, LocalCluster
 from mrtr_protocol.tasks import COMPUTE_META_KEY
-from mrtr_worker.tasks.chaos_jobs import ENDLESS_RUN_MS
+from mrtr_test_packs.chaos_jobs import ENDLESS_RUN_MS
 from mrtr_worker.tasks.store import GROUP
 
 PREFIX = "chaos-tasks:"

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from mrtr_test_packs.chaos_jobs import EXITS, NEVER_ENDS, RAISES
 from mrtr_worker.compute.computation import Computation, run_uninterrupted
 from mrtr_worker.compute.hashchain import HASH_CHAIN
 from mrtr_worker.compute.primes import COUNT_PRIMES
-from mrtr_worker.tasks.chaos_jobs import EXITS, NEVER_ENDS, RAISES
 
 COMPUTATIONS: dict[str, Computation] = {c.name: c for c in (COUNT_PRIMES, HASH_CHAIN)}
 

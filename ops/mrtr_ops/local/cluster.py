@@ -34,7 +34,8 @@ PROXIED_PATHS = "/mcp,/vault/connect,/vault/sign-in"
 """What the proxy forwards: MCP, and the vault page that URL-mode elicitation sends users to (any worker serves it)."""
 
 DEFAULT_PACKS = ("demo", "compute", "conformance")
-"""The development cluster serves the conformance fixtures too, so any MCP harness can be pointed at it."""
+"""The development cluster serves the conformance fixtures too, so any MCP harness can be pointed at it (a test
+pack: `mrtr-test-packs`, which `mrtr-ops` depends on, so it is installed wherever this cluster runs)."""
 
 
 @dataclass

@@ -9,10 +9,12 @@ worker's modules may move; these names stay, with these meanings:
 * a round of a tool that asks: `Round` (`data`, `responses`, `capabilities`; `ask`,
   `hand_back`), `EndOfRound`, the input builders `form`, `url_elicitation`,
   `sampling`, `roots` and the readers `read_form` (`FormAnswer`), `read_sampled_text`,
-  `read_roots`, `SecretInForm`, and `Need`/`require` for capability checks;
+  `read_roots`, `SecretInForm`, and `Need`/`require`/`allows` for capability checks;
 * a long computation: `Computation`, `State`, `Question`, `run_uninterrupted` (the
   reference a test compares against); a tool runs it with `env.engine.run(rnd, computation, arguments)`;
-* tasks: `TaskSupport`, `offer` (and its `TaskOffer`), `Job` and `compute_job`;
+* tasks: `TaskSupport`, `offer` (and its `TaskOffer`), `Job` and `compute_job`; for a job
+  written by hand, `StepPool` (what its `advance` receives), `text_result`, `form_answer`
+  (reading a task question's answer) and `TaskFailure` (ending the task `failed`);
 * the MCP SDK types a handler uses: `MCPServer`, `Context`, `CallToolResult`,
   `InputRequiredResult`, `TextContent`.
 
@@ -34,9 +36,9 @@ if TYPE_CHECKING:
     from mrtr_worker.compute.computation import Computation, Question, State, run_uninterrupted
     from mrtr_worker.packs import PackEnv
     from mrtr_worker.packs.registry import ENTRY_POINT_GROUP, PackError, ToolPack
-    from mrtr_worker.tasks.jobs import Job, compute_job
+    from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure, compute_job, form_answer, text_result
     from mrtr_worker.tasks.offer import TaskOffer, TaskSupport, offer
-    from mrtr_worker.tool_api.capabilities import Need, require
+    from mrtr_worker.tool_api.capabilities import Need, allows, require
     from mrtr_worker.tool_api.inputs import (
         FormAnswer,
         InputRequestWire,
@@ -60,6 +62,7 @@ _SOURCES = {
     "EndOfRound": "mrtr_protocol.rounds",
     "Need": "mrtr_worker.tool_api.capabilities",
     "require": "mrtr_worker.tool_api.capabilities",
+    "allows": "mrtr_worker.tool_api.capabilities",
     "Computation": "mrtr_worker.compute.computation",
     "Question": "mrtr_worker.compute.computation",
     "State": "mrtr_worker.compute.computation",
@@ -81,6 +84,10 @@ _SOURCES = {
     "Round": "mrtr_worker.tool_api.rounds",
     "Job": "mrtr_worker.tasks.jobs",
     "compute_job": "mrtr_worker.tasks.jobs",
+    "StepPool": "mrtr_worker.tasks.jobs",
+    "TaskFailure": "mrtr_worker.tasks.jobs",
+    "form_answer": "mrtr_worker.tasks.jobs",
+    "text_result": "mrtr_worker.tasks.jobs",
     "TaskOffer": "mrtr_worker.tasks.offer",
     "TaskSupport": "mrtr_worker.tasks.offer",
     "offer": "mrtr_worker.tasks.offer",
@@ -105,12 +112,16 @@ __all__ = [
     "Round",
     "SecretInForm",
     "State",
+    "StepPool",
+    "TaskFailure",
     "TaskOffer",
     "TaskSupport",
     "TextContent",
     "ToolPack",
+    "allows",
     "compute_job",
     "form",
+    "form_answer",
     "offer",
     "read_form",
     "read_roots",
@@ -119,6 +130,7 @@ __all__ = [
     "roots",
     "run_uninterrupted",
     "sampling",
+    "text_result",
     "url_elicitation",
 ]
 

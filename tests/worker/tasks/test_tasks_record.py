@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from mrtr_test_packs.conformance_jobs import MULTI_INPUT
 from mrtr_worker.compute.computation import State
 from mrtr_worker.compute.montecarlo import ESTIMATE_PI
 from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.keyring import new_ring, new_secret
-from mrtr_worker.tasks.catalog import JOBS
 from mrtr_worker.tasks.jobs import compute_job, form_answer
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS, InvalidTransition, TaskRecord, UnreadableRecord
 from mrtr_worker.tasks.sealing import RecordSealer
@@ -135,7 +135,7 @@ def test_form_answers() -> None:
 
 
 def test_multi_input_answers_one_at_a_time() -> None:
-    job = JOBS["multi_input"]
+    job = MULTI_INPUT
     state: State = job.initial({})
     assert set(job.questions(state)) == {"name", "confirm"}
     answered = job.answer(state, "name", {"action": "accept", "content": {"name": "n", "confirm": True}})

@@ -33,8 +33,11 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "mrtr_worker.tool_packs"
 """The entry-point group an installed package declares its packs in (`name = "module:PACK"`)."""
 
-BUILTIN_PACKS = ("demo", "compute", "conformance", "chaos")
-"""The packs that ship with the worker, as modules of `mrtr_worker.packs`; they take precedence over entry points."""
+BUILTIN_PACKS = ("demo", "compute")
+"""The packs that ship with the worker, as modules of `mrtr_worker.packs`; they take precedence over entry points.
+
+The test packs (`conformance`, `chaos`) are not among them: they come from the package `mrtr-test-packs`
+(`testpacks/`), installed where the tests, the conformance suite and the chaos runs need them, never in the product."""
 
 
 class PackError(ValueError):

@@ -11,7 +11,7 @@ worker is free, and every slice ends with a checkpoint. Any instance answers
 * `sealing`: records sealed at rest with the key ring.
 * `principal`: who owns a task.
 * `store`: records, the per-principal cap and the slice queue in Redis.
-* `jobs`, `fixture_jobs`, `chaos_jobs`: what a task runs, step by step (the last: toxic, for chaos runs).
+* `jobs`, `demo_jobs`: what a task runs, step by step (the test packs' jobs live in `mrtr-test-packs`).
 * `offer`: how a tool turns its call into a task.
 * `service`: create, read, answer and cancel, as the methods need them.
 * `leases`: a slice's lease, fenced by a token: begin, boundary check, commit (and the history stream).

@@ -440,9 +440,10 @@ class TaskRunner:
         lease, stored = begun
         job = self._jobs(stored.record.job)
         if job is None:
-            # A job a newer version added: expand/contract says every version learns it before any creates it,
-            # so meeting one is a fleet mid-upgrade: leave the slice to an instance that knows it.
-            await self._leave_to_others(taken, f"job {stored.record.job!r} unknown to version {self._identity.version}")
+            # A job a newer version added (expand/contract: every version learns it before any creates it, so a
+            # fleet mid-upgrade), or a pack's that is not installed here: leave the slice to an instance that knows it.
+            why = f"job {stored.record.job!r} unknown to version {self._identity.version} (no installed pack has it)"
+            await self._leave_to_others(taken, why)
             return
         slots = self._slots if job.computes else None
         if slots is not None and not slots.try_acquire():

@@ -1,9 +1,9 @@
-"""Jobs behind the conformance suite's task fixtures and the demo's composition tool.
+"""Jobs behind the conformance suite's task fixtures (the `conformance` pack's tools that become tasks).
 
-The conformance jobs only wait (an asynchronous sleep in steps of
-`WAIT_STEP_MS`), so a cancel lands within one step and they take no compute
-slot. The demo's `prime_report` is the compute pack's prime count, carrying
-the name its MRTR rounds gathered into the result.
+They only wait (an asynchronous sleep in steps of `WAIT_STEP_MS`), so a
+cancel lands within one step and they take no compute slot. They are the
+pack's `ToolPack.jobs`, so every worker with this package installed can run
+or resume them, whichever instance created the task.
 """
 
 from __future__ import annotations
@@ -13,11 +13,7 @@ from typing import Any
 
 from mcp_types import INTERNAL_ERROR
 
-from mrtr_worker.compute.computation import State
-from mrtr_worker.compute.primes import COUNT_PRIMES
-from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure, form_answer, text_result
-from mrtr_worker.tool_api import inputs
-from mrtr_worker.tool_api.inputs import InputRequestWire
+from mrtr_worker.plugin import InputRequestWire, Job, State, StepPool, TaskFailure, form, form_answer, text_result
 
 WAIT_STEP_MS = 100
 """One step of a waiting job: how soon it notices a cancel or a drain."""
@@ -75,7 +71,7 @@ PROTOCOL_ERROR_JOB = Job("protocol_error_job", lambda a: _waiting(300), _wait, _
 
 
 def _confirm_request(filename: str) -> InputRequestWire:
-    return inputs.form(f"Delete {filename}?", {"confirm": {"type": "boolean", "title": "Delete"}}, ["confirm"])
+    return form(f"Delete {filename}?", {"confirm": {"type": "boolean", "title": "Delete"}}, ["confirm"])
 
 
 def _confirm_questions(state: State) -> dict[str, InputRequestWire]:
@@ -106,8 +102,8 @@ CONFIRM_DELETE = Job(
 )
 
 MULTI_REQUESTS: dict[str, InputRequestWire] = {
-    "name": inputs.form("What name should the record have?", {"name": {"type": "string"}}, ["name"]),
-    "confirm": inputs.form("Create the record?", {"confirm": {"type": "boolean"}}, ["confirm"]),
+    "name": form("What name should the record have?", {"name": {"type": "string"}}, ["name"]),
+    "confirm": form("Create the record?", {"confirm": {"type": "boolean"}}, ["confirm"]),
 }
 
 
@@ -135,7 +131,7 @@ MULTI_INPUT = Job(
     _multi_answer,
 )
 
-# The composition: the name came from MRTR rounds, the task does the rest.
+# The composition: the name came from an MRTR round (`test_tool_with_task`), the task does the rest.
 
 GREET_LATER = Job(
     "greet_later",
@@ -145,19 +141,5 @@ GREET_LATER = Job(
     lambda s: text_result(f"Hello, {s['name']}! (said by a task, after the MRTR round that asked your name)"),
 )
 
-
-async def _prime_step(state: State, pool: StepPool) -> State:
-    return await pool.run_step(COUNT_PRIMES.step, state)
-
-
-PRIME_REPORT = Job(
-    "prime_report",
-    lambda a: {**COUNT_PRIMES.initial({"limit": a["limit"], "segment": a.get("segment")}), "for": str(a["name"])},
-    _prime_step,
-    COUNT_PRIMES.done,
-    lambda s: text_result(
-        f"{s['for']}, there are {s['count']} primes up to {s['limit']}.",
-        {"name": s["for"], "limit": s["limit"], "count": s["count"]},
-    ),
-    computes=True,
-)
+JOBS = (SLOW_COMPUTE, FAILING_JOB, PROTOCOL_ERROR_JOB, CONFIRM_DELETE, MULTI_INPUT, GREET_LATER)
+"""The conformance pack's task jobs, in the order its tools are declared."""

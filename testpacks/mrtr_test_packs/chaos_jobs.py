@@ -6,7 +6,8 @@ and must be stopped by the run-time limit (its own, 3 s, tighter than the
 fleet's `MRTR_WORKER_TASK_MAX_RUN_MS`; the runner applies the tighter).
 None may crash the worker that runs it, loop through redeliveries, or take
 a compute slot: their steps wait on the event loop, as the conformance jobs
-do.
+do. A job that calls `sys.exit` has no place in a product: these live in the
+test packs' package, installed only where tests and chaos runs need them.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from mrtr_worker.compute.computation import State
-from mrtr_worker.tasks.jobs import Job, StepPool, text_result
+from mrtr_worker.plugin import Job, State, StepPool, text_result
 
 STEP_MS = 50
 """One step of a toxic job: a short wait, so each behaves like work in progress before it misbehaves."""

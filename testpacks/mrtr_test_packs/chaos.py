@@ -1,6 +1,6 @@
 """The chaos pack: toxic tools, only for chaos runs (`MRTR_WORKER_TOOL_PACKS=...,chaos`).
 
-Each runs only as a task and misbehaves on purpose (`tasks.chaos_jobs`): one
+Each runs only as a task and misbehaves on purpose (`mrtr_test_packs.chaos_jobs`): one
 raises, one calls `sys.exit(42)` (docket's toxic task), one never ends and
 is stopped by the run-time limit. A pack of its own, off by default, because
 a tool that spins until a limit is a lever no real fleet should offer, and
@@ -9,12 +9,8 @@ the conformance pack holds only what the conformance suite calls by name.
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult
-
-from mrtr_worker.packs import PackEnv
-from mrtr_worker.tasks.chaos_jobs import EXITS, NEVER_ENDS, RAISES
-from mrtr_worker.tasks.offer import TaskSupport, offer
+from mrtr_test_packs.chaos_jobs import EXITS, NEVER_ENDS, RAISES, TOXIC_JOBS
+from mrtr_worker.plugin import CallToolResult, MCPServer, PackEnv, TaskSupport, ToolPack, offer
 
 
 def register(server: MCPServer, env: PackEnv) -> None:
@@ -37,3 +33,7 @@ def register(server: MCPServer, env: PackEnv) -> None:
     @server.tool(name=NEVER_ENDS, description="A task that never finishes (chaos runs): the run-time limit fails it.")
     def chaos_forever() -> CallToolResult:
         return as_task(NEVER_ENDS)
+
+
+PACK = ToolPack(register, jobs=TOXIC_JOBS)
+"""What the entry point `chaos` names: the toxic tools and the jobs they become."""

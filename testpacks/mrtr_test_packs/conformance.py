@@ -3,7 +3,9 @@
 `@modelcontextprotocol/conformance` (0.2.0-alpha.12) drives a server under test
 through fixed tool, prompt and resource names; this module provides exactly
 those, so that configuration (`MRTR_WORKER_TOOL_PACKS=...,conformance`) can
-switch them on beside the real packs without mixing them in.
+switch them on beside the real packs without mixing them in. A test pack:
+it lives in this package (`mrtr-test-packs`), not in the product's wheel,
+and is installed only where the suite and the tests run.
 
 * Basic scenarios: content-type tools, progress, errors, the undeclared
   capability probe, the list-change hooks, static and templated resources,
@@ -18,7 +20,8 @@ switch them on beside the real packs without mixing them in.
   `failing_job`, `protocol_error_job`, `confirm_delete`, `multi_input` (tasks
   only: -32021 without the extension) and `test_tool_with_task` (an MRTR round
   asks the name, then the call becomes a task). Their work is a job of
-  `mrtr_worker.tasks.fixture_jobs`, so any worker can run or resume it.
+  `mrtr_test_packs.conformance_jobs`, the pack's `jobs`, so any worker with this
+  package installed can run or resume it.
 
 Texts and keys follow the scenario descriptions in the suite's sources.
 """
@@ -53,12 +56,25 @@ from mcp_types import (
 )
 from pydantic import Field
 
-from mrtr_worker.packs import PackEnv
-from mrtr_worker.tasks.fixture_jobs import slow_compute_text
-from mrtr_worker.tasks.offer import TaskSupport, offer
-from mrtr_worker.tool_api import inputs
-from mrtr_worker.tool_api.capabilities import Need, allows, require
-from mrtr_worker.tool_api.rounds import Round
+from mrtr_test_packs.conformance_jobs import JOBS, slow_compute_text
+from mrtr_worker.plugin import (
+    FormAnswer,
+    InputRequestWire,
+    Need,
+    PackEnv,
+    Round,
+    TaskSupport,
+    ToolPack,
+    allows,
+    form,
+    offer,
+    read_form,
+    read_roots,
+    read_sampled_text,
+    require,
+    roots,
+    sampling,
+)
 
 PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 """A 1x1 red pixel."""
@@ -97,21 +113,19 @@ def _image() -> ImageContent:
 
 # The input requests of the MRTR fixtures, keyed as the suite expects them.
 
-NAME_REQUEST = inputs.form("What is your name?", {"name": {"type": "string"}}, ["name"])
-CONFIRM_REQUEST = inputs.form("Please confirm", {"ok": {"type": "boolean"}}, ["ok"])
-STEP1_REQUEST = inputs.form("Step 1: What is your name?", {"name": {"type": "string"}}, ["name"])
-STEP2_REQUEST = inputs.form("Step 2: What is your favorite color?", {"color": {"type": "string"}}, ["color"])
-CONTEXT_REQUEST = inputs.form("What context should the prompt use?", {"context": {"type": "string"}}, ["context"])
-CAPITAL_REQUEST = inputs.sampling("What is the capital of France?", max_tokens=100)
-GREETING_REQUEST = inputs.sampling("Generate a greeting", max_tokens=50)
-HELLO_REQUEST = inputs.sampling("Say hello", max_tokens=50)
+NAME_REQUEST = form("What is your name?", {"name": {"type": "string"}}, ["name"])
+CONFIRM_REQUEST = form("Please confirm", {"ok": {"type": "boolean"}}, ["ok"])
+STEP1_REQUEST = form("Step 1: What is your name?", {"name": {"type": "string"}}, ["name"])
+STEP2_REQUEST = form("Step 2: What is your favorite color?", {"color": {"type": "string"}}, ["color"])
+CONTEXT_REQUEST = form("What context should the prompt use?", {"context": {"type": "string"}}, ["context"])
+CAPITAL_REQUEST = sampling("What is the capital of France?", max_tokens=100)
+GREETING_REQUEST = sampling("Generate a greeting", max_tokens=50)
+HELLO_REQUEST = sampling("Say hello", max_tokens=50)
 
 
-def _answered_form(
-    responses: Mapping[str, Any], key: str, request: inputs.InputRequestWire
-) -> inputs.FormAnswer | None:
+def _answered_form(responses: Mapping[str, Any], key: str, request: InputRequestWire) -> FormAnswer | None:
     """A usable answer to form `key`: a valid accept, a decline or a cancel; None means ask (again)."""
-    answer = inputs.read_form(responses, key, request)
+    answer = read_form(responses, key, request)
     if answer is None or answer.problem is not None:
         return None
     return answer
@@ -272,7 +286,7 @@ def _register_mrtr(server: MCPServer, env: PackEnv) -> None:
     async def sampling(ctx: Context) -> CallToolResult | InputRequiredResult:
         rnd = Round(ctx, identity)
         require(rnd.capabilities, Need.SAMPLING, why="this fixture asks the client's model")
-        text = inputs.read_sampled_text(rnd.responses, "capital_question")
+        text = read_sampled_text(rnd.responses, "capital_question")
         if text is None:
             return rnd.ask({"capital_question": CAPITAL_REQUEST}, {})
         return _text(f"The model answered: {text}")
@@ -281,9 +295,9 @@ def _register_mrtr(server: MCPServer, env: PackEnv) -> None:
     async def list_roots(ctx: Context) -> CallToolResult | InputRequiredResult:
         rnd = Round(ctx, identity)
         require(rnd.capabilities, Need.ROOTS, why="this fixture lists the client's roots")
-        uris = inputs.read_roots(rnd.responses, "client_roots")
+        uris = read_roots(rnd.responses, "client_roots")
         if uris is None:
-            return rnd.ask({"client_roots": inputs.roots()}, {})
+            return rnd.ask({"client_roots": roots()}, {})
         return _text(f"{len(uris)} root(s): " + ", ".join(uris))
 
     @server.tool(name="test_input_required_result_request_state", description="Round-trips a sealed requestState.")
@@ -306,13 +320,13 @@ def _register_mrtr(server: MCPServer, env: PackEnv) -> None:
         name = _answered_form(rnd.responses, "user_name", NAME_REQUEST)
         if "user_name" not in got and name is not None:
             got["user_name"] = name.content["name"] if name.content is not None else None
-        greeting = inputs.read_sampled_text(rnd.responses, "greeting")
+        greeting = read_sampled_text(rnd.responses, "greeting")
         if "greeting" not in got and greeting is not None:
             got["greeting"] = greeting
-        roots = inputs.read_roots(rnd.responses, "client_roots")
-        if "client_roots" not in got and roots is not None:
-            got["client_roots"] = roots
-        requests = {"user_name": NAME_REQUEST, "greeting": GREETING_REQUEST, "client_roots": inputs.roots()}
+        listed = read_roots(rnd.responses, "client_roots")
+        if "client_roots" not in got and listed is not None:
+            got["client_roots"] = listed
+        requests = {"user_name": NAME_REQUEST, "greeting": GREETING_REQUEST, "client_roots": roots()}
         missing = {key: request for key, request in requests.items() if key not in got}
         if missing:  # answers already given travel in the state, so only the rest is asked again
             return rnd.ask(missing, {"got": got})
@@ -358,14 +372,14 @@ def _register_mrtr(server: MCPServer, env: PackEnv) -> None:
     )
     async def capabilities(ctx: Context) -> CallToolResult | InputRequiredResult:
         rnd = Round(ctx, identity)
-        wanted: dict[str, inputs.InputRequestWire] = {}
+        wanted: dict[str, InputRequestWire] = {}
         if allows(rnd.capabilities, Need.SAMPLING):
             wanted["greeting"] = HELLO_REQUEST
         if allows(rnd.capabilities, Need.FORM):
             wanted["user_name"] = NAME_REQUEST
         if not wanted:
             require(rnd.capabilities, Need.SAMPLING, why="this fixture needs sampling or form elicitation")
-        greeting = inputs.read_sampled_text(rnd.responses, "greeting")
+        greeting = read_sampled_text(rnd.responses, "greeting")
         name = _answered_form(rnd.responses, "user_name", NAME_REQUEST)
         answered = {"greeting": greeting is not None, "user_name": name is not None}
         missing = {key: request for key, request in wanted.items() if not answered[key]}
@@ -390,7 +404,7 @@ SYNC_SLOW_COMPUTE_MAX_SECONDS = 10.0
 
 def _register_tasks(server: MCPServer, env: PackEnv) -> None:
     """The tasks scenarios' fixtures (`tasks-*`, SEP-2663): each task-capable one hands its work to a task job
-    (`mrtr_worker.tasks.fixture_jobs`), so it runs on whichever worker takes the slice."""
+    (`mrtr_test_packs.conformance_jobs`), so it runs on whichever worker takes the slice."""
     tools, identity = env.tasks, env.identity
     for name, support in (
         ("slow_compute", TaskSupport.OPTIONAL),
@@ -445,3 +459,7 @@ def _register_tasks(server: MCPServer, env: PackEnv) -> None:
             return rnd.ask({"user_name": NAME_REQUEST}, {})
         name = answer.content["name"] if answer.content is not None else "stranger"
         return as_task("greet_later", {"name": name})
+
+
+PACK = ToolPack(register, jobs=JOBS)
+"""What the entry point `conformance` names: the suite's fixtures and the jobs its task fixtures become."""
