@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from mrtr_worker.plugin import Job, State, StepPool, text_result
+from mrtr_worker.plugin import Job, State, StepRunner, text_result
 
 STEP_MS = 50
 """One step of a toxic job: a short wait, so each behaves like work in progress before it misbehaves."""
@@ -25,17 +25,17 @@ EXITS = "chaos_exit"
 NEVER_ENDS = "chaos_forever"
 
 
-async def _raise(state: State, pool: StepPool) -> State:
+async def _raise(state: State, runner: StepRunner) -> State:
     await asyncio.sleep(STEP_MS / 1000)
     raise RuntimeError("chaos_raise always raises")
 
 
-async def _exit(state: State, pool: StepPool) -> State:
+async def _exit(state: State, runner: StepRunner) -> State:
     await asyncio.sleep(STEP_MS / 1000)
     sys.exit(42)
 
 
-async def _spin(state: State, pool: StepPool) -> State:
+async def _spin(state: State, runner: StepRunner) -> State:
     await asyncio.sleep(STEP_MS / 1000)
     return {**state, "spins": int(state.get("spins", 0)) + 1}
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from mcp_types import INTERNAL_ERROR
 
-from mrtr_worker.plugin import InputRequestWire, Job, State, StepPool, TaskFailure, form, form_answer, text_result
+from mrtr_worker.plugin import InputRequestWire, Job, State, StepRunner, TaskFailure, form, form_answer, text_result
 
 WAIT_STEP_MS = 100
 """One step of a waiting job: how soon it notices a cancel or a drain."""
 
 
-async def _wait(state: State, pool: StepPool) -> State:
+async def _wait(state: State, runner: StepRunner) -> State:
     todo = min(WAIT_STEP_MS, state["remaining_ms"])
     await asyncio.sleep(todo / 1000)
     return {**state, "remaining_ms": state["remaining_ms"] - todo}

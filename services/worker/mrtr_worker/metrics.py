@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _STATE_SIZE_BUCKETS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+_CHECKPOINT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 
 
 @dataclass
@@ -65,5 +66,40 @@ class WorkerMetrics:
         self.stepping_aside = Gauge(
             "mrtr_worker_stepping_aside",
             "1 while the worker asks to be out of rotation as slow against its peers (MRTR_WORKER_STEP_ASIDE)",
+            registry=r,
+        )
+        # Tasks (`tasks.runner`): exported at 0 by a worker without Redis, so every worker has the same series.
+        self.task_checkpoint_seconds = Histogram(
+            "mrtr_worker_task_checkpoint_seconds",
+            "Time to write the end of a slice (seal the record, one Redis transaction): what a checkpoint costs",
+            buckets=_CHECKPOINT_BUCKETS,
+            registry=r,
+        )
+        self.task_slots = Gauge(
+            "mrtr_worker_task_slots",
+            "Task slices holding a compute slot (with mrtr_worker_computations: the load admission sees)",
+            registry=r,
+        )
+        self.task_straggling = Gauge(
+            "mrtr_worker_task_straggling",
+            "1 while this worker steps tasks under the straggler ratio of its peers' rates: it leaves fresh slices "
+            "to them",
+            registry=r,
+        )
+        self.task_pull_waits = Counter(
+            "mrtr_worker_task_pull_waits",
+            "Looks at the queue after which a worker that measured itself slow left the waiting slices to its peers",
+            registry=r,
+        )
+        self.task_steps_discarded = Counter(
+            "mrtr_worker_task_steps_discarded",
+            "Task steps run here that were never committed (fenced: another worker took the slice; stale: the task "
+            "was cancelled or moved on); only committed steps count in mrtr_worker_compute_steps_total",
+            ["reason"],
+            registry=r,
+        )
+        self.task_takeovers = Counter(
+            "mrtr_worker_task_takeovers",
+            "Slices this worker claimed from a worker seen dead (its connections gone or its heartbeat silent)",
             registry=r,
         )

@@ -13,7 +13,7 @@ worker's modules may move; these names stay, with these meanings:
 * a long computation: `Computation`, `State`, `Question`, `run_uninterrupted` (the
   reference a test compares against); a tool runs it with `env.engine.run(rnd, computation, arguments)`;
 * tasks: `TaskSupport`, `offer` (and its `TaskOffer`), `Job` and `compute_job`; for a job
-  written by hand, `StepPool` (what its `advance` receives), `text_result`, `form_answer`
+  written by hand, `StepRunner` (what its `advance` receives), `text_result`, `form_answer`
   (reading a task question's answer) and `TaskFailure` (ending the task `failed`);
 * the MCP SDK types a handler uses: `MCPServer`, `Context`, `CallToolResult`,
   `InputRequiredResult`, `TextContent`.
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from mrtr_worker.compute.computation import Computation, Question, State, run_uninterrupted
     from mrtr_worker.packs import PackEnv
     from mrtr_worker.packs.registry import ENTRY_POINT_GROUP, PackError, ToolPack
-    from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure, compute_job, form_answer, text_result
+    from mrtr_worker.tasks.jobs import Job, StepRunner, TaskFailure, compute_job, form_answer, text_result
     from mrtr_worker.tasks.offer import TaskOffer, TaskSupport, offer
     from mrtr_worker.tool_api.capabilities import Need, allows, require
     from mrtr_worker.tool_api.inputs import (
@@ -84,7 +84,7 @@ _SOURCES = {
     "Round": "mrtr_worker.tool_api.rounds",
     "Job": "mrtr_worker.tasks.jobs",
     "compute_job": "mrtr_worker.tasks.jobs",
-    "StepPool": "mrtr_worker.tasks.jobs",
+    "StepRunner": "mrtr_worker.tasks.jobs",
     "TaskFailure": "mrtr_worker.tasks.jobs",
     "form_answer": "mrtr_worker.tasks.jobs",
     "text_result": "mrtr_worker.tasks.jobs",
@@ -112,7 +112,7 @@ __all__ = [
     "Round",
     "SecretInForm",
     "State",
-    "StepPool",
+    "StepRunner",
     "TaskFailure",
     "TaskOffer",
     "TaskSupport",

@@ -26,7 +26,7 @@ from mrtr_worker.server import build_mcp_server
 from mrtr_worker.tasks.presence import client_name, new_incarnation
 from mrtr_worker.tasks.push import TaskPush
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS
-from mrtr_worker.tasks.runner import TaskRunner
+from mrtr_worker.tasks.runner import RunnerParts, RunnerTiming, TaskRunner
 from mrtr_worker.tasks.sealing import RecordSealer
 from mrtr_worker.tasks.service import TaskService
 from mrtr_worker.tasks.store import TaskStore
@@ -139,25 +139,20 @@ def _task_parts(
         max_live=settings.max_live_tasks,
         jobs=job_named,
     )
-    runner = TaskRunner(
-        store,
-        identity,
-        lifecycle,
-        engine,
-        metrics,
+    parts = RunnerParts(
+        store, identity, lifecycle, engine, metrics, job_named, policy=engine.policy, slots=engine.slots
+    )
+    timing = RunnerTiming(
         concurrency=settings.task_concurrency,
         slice_ms=settings.task_slice_ms,
         lease_ms=settings.task_lease_ms,
         poll_ms=settings.task_poll_interval_ms,
-        jobs=job_named,
-        policy=engine.policy,
-        slots=engine.slots,
-        incarnation=incarnation,
         beat_ms=settings.task_heartbeat_ms,
         dead_ms=settings.task_dead_ms,
         max_run_ms=settings.task_max_run_ms,
         history_max=settings.task_history_max,
     )
+    runner = TaskRunner(parts, timing, incarnation=incarnation)
     return service, runner
 
 

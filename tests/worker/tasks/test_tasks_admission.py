@@ -27,7 +27,7 @@ from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.keyring import new_ring
 from mrtr_worker.sealing.layout import StateLayout
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS, TaskRecord
-from mrtr_worker.tasks.runner import TaskRunner
+from mrtr_worker.tasks.runner import RunnerParts, RunnerTiming, TaskRunner
 from mrtr_worker.tasks.sealing import RecordSealer
 from mrtr_worker.tasks.store import Stored, TaskStore, now_ms
 from mrtr_worker.tasks.wire import Status
@@ -92,18 +92,17 @@ def _store(url: str) -> TaskStore:
 
 def _runner(store: TaskStore, engine: Engine, metrics: WorkerMetrics) -> TaskRunner:
     return TaskRunner(
-        store,
-        WorkerInstance("w-inproc", 1, StateLayout(1)),
-        Lifecycle(),
-        engine,
-        metrics,
-        concurrency=2,
-        slice_ms=1000,
-        lease_ms=5000,
-        poll_ms=50,
-        jobs=job_named,
-        policy=engine.policy,
-        slots=engine.slots,
+        RunnerParts(
+            store,
+            WorkerInstance("w-inproc", 1, StateLayout(1)),
+            Lifecycle(),
+            engine,
+            metrics,
+            job_named,
+            policy=engine.policy,
+            slots=engine.slots,
+        ),
+        RunnerTiming(concurrency=2, slice_ms=1000, lease_ms=5000, poll_ms=50),
     )
 
 

@@ -26,14 +26,14 @@ from mrtr_worker.sealing.layout import StateLayout
 from mrtr_worker.tasks.catalog import JOBS
 from mrtr_worker.tasks.jobs import Job
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS, TaskRecord
-from mrtr_worker.tasks.runner import TaskRunner
+from mrtr_worker.tasks.runner import RunnerParts, RunnerTiming, TaskRunner
 from mrtr_worker.tasks.sealing import RecordSealer
 from mrtr_worker.tasks.store import Stored, TaskStore, now_ms
 from mrtr_worker.tasks.wire import Status
 from mrtr_worker.tool_api.rounds import WorkerInstance
 
 
-class InlinePool:
+class InlineSteps:
     async def run_step(self, step: Callable[[State], State], state: State) -> State:
         return step(state)
 
@@ -45,16 +45,8 @@ def _parts(url: str) -> tuple[TaskStore, TaskRunner, WorkerMetrics]:
     metrics = WorkerMetrics()
     identity = WorkerInstance("inproc", 1, StateLayout(1))
     runner = TaskRunner(
-        store,
-        identity,
-        Lifecycle(),
-        InlinePool(),
-        metrics,
-        concurrency=2,
-        slice_ms=50,
-        lease_ms=2000,
-        poll_ms=50,
-        jobs=job_named,
+        RunnerParts(store, identity, Lifecycle(), InlineSteps(), metrics, job_named),
+        RunnerTiming(concurrency=2, slice_ms=50, lease_ms=2000, poll_ms=50),
     )
     return store, runner, metrics
 
@@ -159,17 +151,10 @@ def test_toxic_jobs_fail_their_task_once_with_a_clear_error_and_the_worker_lives
         store = TaskStore.connect(redis_server.url, sealer, prefix=prefix)
         metrics = WorkerMetrics()
         runner = TaskRunner(
-            store,
-            WorkerInstance("toxic", 1, StateLayout(1)),
-            Lifecycle(),
-            InlinePool(),
-            metrics,
-            concurrency=3,
-            slice_ms=100,
-            lease_ms=2000,
-            poll_ms=50,
-            jobs=job_named,
-            max_run_ms=600,
+            RunnerParts(
+                store, WorkerInstance("toxic", 1, StateLayout(1)), Lifecycle(), InlineSteps(), metrics, job_named
+            ),
+            RunnerTiming(concurrency=3, slice_ms=100, lease_ms=2000, poll_ms=50, max_run_ms=600),
         )
         toxic = {job: _record(job, {}) for job in ("chaos_raise", "chaos_exit", "chaos_forever")}
         for record in toxic.values():

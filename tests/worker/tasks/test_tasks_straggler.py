@@ -30,7 +30,7 @@ from mrtr_worker.sealing.codec import FleetStateCodec
 from mrtr_worker.sealing.keyring import new_ring
 from mrtr_worker.sealing.layout import Pace, StateLayout
 from mrtr_worker.tasks.record import READABLE_RECORD_FORMATS, TaskRecord
-from mrtr_worker.tasks.runner import TaskRunner
+from mrtr_worker.tasks.runner import RunnerParts, RunnerTiming, TaskRunner
 from mrtr_worker.tasks.sealing import RecordSealer
 from mrtr_worker.tasks.store import Stored, TaskStore, now_ms
 from mrtr_worker.tasks.wire import Status
@@ -66,17 +66,21 @@ def _store(url: str, prefix: str) -> TaskStore:
 def _runner(store: TaskStore, name: str, pool: Pool) -> tuple[TaskRunner, WorkerMetrics]:
     metrics = WorkerMetrics()
     runner = TaskRunner(
-        store,
-        WorkerInstance(name, 1, StateLayout(1)),
-        Lifecycle(),
-        pool,
-        metrics,
-        concurrency=1,  # its consume loop reads the queue only between slices: the test can read first
-        slice_ms=1000,  # measured over 500 ms
-        lease_ms=5000,
-        poll_ms=50,
-        jobs=job_named,
-        policy=SheddingPolicy(SheddingSettings()),
+        RunnerParts(
+            store,
+            WorkerInstance(name, 1, StateLayout(1)),
+            Lifecycle(),
+            pool,
+            metrics,
+            job_named,
+            policy=SheddingPolicy(SheddingSettings()),
+        ),
+        RunnerTiming(
+            concurrency=1,  # its consume loop reads the queue only between slices: the test can read first
+            slice_ms=1000,  # measured over 500 ms
+            lease_ms=5000,
+            poll_ms=50,
+        ),
     )
     return runner, metrics
 

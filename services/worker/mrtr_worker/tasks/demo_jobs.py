@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from mrtr_worker.compute.computation import State
 from mrtr_worker.compute.primes import COUNT_PRIMES
-from mrtr_worker.tasks.jobs import Job, StepPool, text_result
+from mrtr_worker.tasks.jobs import Job, StepRunner, text_result
 
 
-async def _prime_step(state: State, pool: StepPool) -> State:
-    return await pool.run_step(COUNT_PRIMES.step, state)
+async def _prime_step(state: State, runner: StepRunner) -> State:
+    return await runner.run_step(COUNT_PRIMES.step, state)
 
 
 PRIME_REPORT = Job(

@@ -4,7 +4,7 @@ The runner calls, at every step boundary: `questions` (anything to ask the
 user now? the task pauses in input_required), `done`, then `advance`. The
 state is the checkpoint written to the store at the end of each slice, so a
 job must keep everything it needs in it (as a `Computation` already does).
-Compute steps run on the engine's process pool (`StepPool`); a job that only
+Compute steps run on the engine's process pool (through a `StepRunner`, the engine); a job that only
 waits (the conformance fixtures) sleeps on the event loop instead and takes
 no compute slot.
 
@@ -26,7 +26,7 @@ from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.tool_api.inputs import InputRequestWire
 
 
-class StepPool(Protocol):
+class StepRunner(Protocol):
     """Runs a pure, CPU-bound step off the event loop (the engine's process pool)."""
 
     async def run_step(self, step: Callable[[State], State], state: State) -> State: ...
@@ -58,7 +58,7 @@ def _no_answers(state: State, key: str, answer: Any) -> State | None:
 class Job:
     name: str
     initial: Callable[[dict[str, Any]], State]
-    advance: Callable[[State, StepPool], Awaitable[State]]
+    advance: Callable[[State, StepRunner], Awaitable[State]]
     done: Callable[[State], bool]
     result: Callable[[State], dict[str, Any]]
     questions: Callable[[State], dict[str, InputRequestWire]] = field(default=_no_questions)
@@ -103,8 +103,8 @@ def text_result(text: str, structured: dict[str, Any] | None = None, *, error: b
 def compute_job(computation: Computation, name: str | None = None) -> Job:
     """A compute-pack computation as a task job: same state, same steps, same result as the MRTR path."""
 
-    async def advance(state: State, pool: StepPool) -> State:
-        return await pool.run_step(computation.step, state)
+    async def advance(state: State, runner: StepRunner) -> State:
+        return await runner.run_step(computation.step, state)
 
     def questions(state: State) -> dict[str, InputRequestWire]:
         question = computation.question(state)

@@ -50,11 +50,10 @@ import contextlib
 import logging
 import time
 from concurrent.futures import BrokenExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from mcp_types import INTERNAL_ERROR
-from prometheus_client import Counter, Gauge, Histogram
 from redis.exceptions import RedisError, ResponseError
 
 from mrtr_protocol.rounds import EndOfRound
@@ -66,7 +65,7 @@ from mrtr_worker.lifecycle import Lifecycle
 from mrtr_worker.metrics import WorkerMetrics
 from mrtr_worker.sealing.layout import Pace
 from mrtr_worker.tasks.catalog import JobLookup
-from mrtr_worker.tasks.jobs import Job, StepPool, TaskFailure
+from mrtr_worker.tasks.jobs import Job, StepRunner, TaskFailure
 from mrtr_worker.tasks.leases import Check, Lease, SliceLeases
 from mrtr_worker.tasks.presence import Dead, Presence, new_incarnation
 from mrtr_worker.tasks.record import TaskRecord, UnreadableRecord
@@ -79,7 +78,6 @@ from mrtr_worker.tool_api.rounds import WorkerInstance
 logger = logging.getLogger(__name__)
 
 _BACKOFF_SECONDS = 0.5
-_CHECKPOINT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 
 
 _ADOPT_MAX = 1000
@@ -101,37 +99,50 @@ def run_limit_failure(run_ms: int, limit_ms: int) -> TaskFailure:
     )
 
 
-class TaskRunner:
-    def __init__(
-        self,
-        store: TaskStore,
-        identity: WorkerInstance,
-        lifecycle: Lifecycle,
-        pool: StepPool,
-        metrics: WorkerMetrics,
-        *,
-        concurrency: int,
-        slice_ms: int,
-        lease_ms: int,
-        poll_ms: int,
-        jobs: JobLookup,
-        policy: SheddingPolicy | None = None,
-        slots: Slots | None = None,
-        incarnation: str | None = None,
-        beat_ms: int = 200,
-        dead_ms: int = 1000,
-        max_run_ms: int = 0,
-        history_max: int = 0,
-    ) -> None:
-        """`policy` and `slots` are the engine's (`Engine.policy`, `Engine.slots`); without them (a bare runner
-        in tests) slices take no compute slot and the straggler rule is off.
+@dataclass(frozen=True)
+class RunnerParts:
+    """The worker's objects a task runner works with, built once (`worker.py`)."""
 
-        `incarnation`: the one in the client name of `store`'s connections (`tasks.presence.client_name`), so peers
-        see this process's death in Redis; `beat_ms`, `dead_ms`: its heartbeat and how long a silent worker counts
-        as alive; `max_run_ms`: the run-time limit of a task (0: none); `history_max`: entries kept in the
-        history stream of begins and commits (0: none written)."""
+    store: TaskStore
+    identity: WorkerInstance
+    lifecycle: Lifecycle
+    steps: StepRunner
+    """Where a job's compute steps run: the engine's step processes."""
+    metrics: WorkerMetrics
+    jobs: JobLookup
+    policy: SheddingPolicy | None = None
+    """The engine's (`Engine.policy`); without it (a bare runner in tests) the straggler rule is off."""
+    slots: Slots | None = None
+    """The engine's compute slots (`Engine.slots`); without them slices take no slot."""
+
+
+@dataclass(frozen=True)
+class RunnerTiming:
+    """How a runner paces its work (the worker's `MRTR_WORKER_TASK_*` settings)."""
+
+    concurrency: int
+    """Slices run at once."""
+    slice_ms: int
+    lease_ms: int
+    poll_ms: int
+    beat_ms: int = 200
+    """How often the runner's heartbeat says it is alive, and looks for dead workers' slices."""
+    dead_ms: int = 1000
+    """How long a silent worker still counts as alive."""
+    max_run_ms: int = 0
+    """The run-time limit of a task (0: none)."""
+    history_max: int = 0
+    """Entries kept in the history stream of begins and commits (0: none written)."""
+
+
+class TaskRunner:
+    def __init__(self, parts: RunnerParts, timing: RunnerTiming, *, incarnation: str | None = None) -> None:
+        """`incarnation`: the one in the client name of the store's connections (`tasks.presence.client_name`),
+        so peers see this process's death in Redis."""
+        store, identity = parts.store, parts.identity
+        beat_ms, dead_ms, history_max = timing.beat_ms, timing.dead_ms, timing.history_max
         self._store = store
-        self._jobs = jobs
+        self._jobs = parts.jobs
         self._leases = SliceLeases(store, group=GROUP, history_max=history_max)
         self._presence = Presence(
             store,
@@ -141,7 +152,7 @@ class TaskRunner:
             dead_ms=dead_ms,
         )
         self._beat_ms = beat_ms
-        self._max_run_ms = max_run_ms
+        self._max_run_ms = timing.max_run_ms
         self._adopted = asyncio.Event()
         """Set once what a previous process under this name left pending was put back: only then does it take any."""
         self._orphans: list[Dead] = []
@@ -149,58 +160,24 @@ class TaskRunner:
         self._beating_since: float | None = None
         """Since when (monotonic) this worker's heartbeats have gone through without a failure or a long gap."""
         self._last_beat = 0.0
-        self._policy = policy or SheddingPolicy(SheddingSettings(straggler_ratio=0))
-        self._slots = slots
+        self._policy = parts.policy or SheddingPolicy(SheddingSettings(straggler_ratio=0))
+        self._slots = parts.slots
         self._identity = identity
-        self._lifecycle = lifecycle
-        self._pool = pool
-        self._metrics = metrics
-        self._concurrency = concurrency
-        self._capacity = asyncio.Semaphore(concurrency)
-        self._slice_ms = float(slice_ms)
-        self._lease_ms = lease_ms
-        self._poll_ms = min(poll_ms, 1000)
+        self._lifecycle = parts.lifecycle
+        self._step_runner = parts.steps
+        self._metrics = parts.metrics
+        self._concurrency = timing.concurrency
+        self._capacity = asyncio.Semaphore(timing.concurrency)
+        self._slice_ms = float(timing.slice_ms)
+        self._lease_ms = timing.lease_ms
+        self._poll_ms = min(timing.poll_ms, 1000)
         self._stopping = False
         self._loops: list[asyncio.Task[None]] = []
         self._running: set[asyncio.Task[None]] = set()
         self.last_error: str | None = None
         """Why the store was unreachable the last time the runner tried, or None once it works again."""
-        self._checkpoint_seconds = Histogram(
-            "mrtr_worker_task_checkpoint_seconds",
-            "Time to write the end of a slice (seal the record, one Redis transaction): what a checkpoint costs",
-            buckets=_CHECKPOINT_BUCKETS,
-            registry=metrics.registry,
-        )
-        self._holding = Gauge(
-            "mrtr_worker_task_slots",
-            "Task slices holding a compute slot (with mrtr_worker_computations: the load admission sees)",
-            registry=metrics.registry,
-        )
         self.held_back = False
         """True while the runner takes no slice because every compute slot here is busy."""
-        self._straggling = Gauge(
-            "mrtr_worker_task_straggling",
-            "1 while this worker steps tasks under the straggler ratio of its peers' rates: it leaves fresh slices "
-            "to them",
-            registry=metrics.registry,
-        )
-        self._pull_waits = Counter(
-            "mrtr_worker_task_pull_waits",
-            "Looks at the queue after which a worker that measured itself slow left the waiting slices to its peers",
-            registry=metrics.registry,
-        )
-        self._discarded = Counter(
-            "mrtr_worker_task_steps_discarded",
-            "Task steps run here that were never committed (fenced: another worker took the slice; stale: the task "
-            "was cancelled or moved on); only committed steps count in mrtr_worker_compute_steps_total",
-            ["reason"],
-            registry=metrics.registry,
-        )
-        self._takeovers = Counter(
-            "mrtr_worker_task_takeovers",
-            "Slices this worker claimed from a worker seen dead (its connections gone or its heartbeat silent)",
-            registry=metrics.registry,
-        )
         self.rules = SliceRules(self._policy, self._slice_ms)
         """Every decision about taking and ending a slice (pure: the fleet simulator drives the same object)."""
         self._peer_rates: list[dict[str, float]] | None = None
@@ -264,7 +241,7 @@ class TaskRunner:
                 continue
             late = False
             slow = self.slow()
-            self._straggling.set(slow)
+            self._metrics.task_straggling.set(slow)
             if group_ready and slow:
                 try:
                     wait_ms = await self._pull_wait_ms()
@@ -273,7 +250,7 @@ class TaskRunner:
                     await asyncio.sleep(_BACKOFF_SECONDS)
                     continue
                 if wait_ms > 0:
-                    self._pull_waits.inc()
+                    self._metrics.task_pull_waits.inc()
                     await asyncio.sleep(wait_ms / 1000)
                     continue
                 late = self.rules.late(self._peer_rates)  # peers were all busy a whole slice: it keeps what it takes
@@ -401,7 +378,7 @@ class TaskRunner:
             logger.info(
                 "taking over slice %s of task %s (%s seen dead)", slices[0].message_id, slices[0].task_id, dead.consumer
             )
-            self._takeovers.inc()
+            self._metrics.task_takeovers.inc()
             self._metrics.task_slices.labels(outcome="taken_over").inc()
             return slices[0]
         return None
@@ -455,11 +432,11 @@ class TaskRunner:
         if slots is None:
             await self._steps(stored, record, job, lease, slotted=False, late=late)
             return
-        self._holding.inc()
+        self._metrics.task_slots.inc()
         try:
             await self._steps(stored, record, job, lease, slotted=True, late=late)
         finally:
-            self._holding.dec()
+            self._metrics.task_slots.dec()
             slots.release()
 
     async def _leave_to_others(self, taken: Slice, why: str) -> None:
@@ -531,7 +508,7 @@ class TaskRunner:
                 self._dropped(held, here)
                 return
             try:
-                state = await job.advance(state, self._pool)
+                state = await job.advance(state, self._step_runner)
             except (BrokenExecutor, RedisError, OSError, asyncio.CancelledError):
                 raise  # this instance's trouble, not the job's: the slice comes back after its lease
             except (Exception, SystemExit) as exc:  # the job's own failure (a TaskFailure, a bug, an exit): it fails
@@ -545,7 +522,7 @@ class TaskRunner:
         """A slice this worker gives up without committing: its steps are discarded, never counted."""
         self._metrics.task_slices.labels(outcome=check.value).inc()
         if steps:
-            self._discarded.labels(reason=check.value).inc(steps)
+            self._metrics.task_steps_discarded.labels(reason=check.value).inc(steps)
         if check is Check.FENCED:
             logger.info("slice fenced: another worker took it; %d step(s) here discarded", steps)
 
@@ -652,7 +629,7 @@ class TaskRunner:
         if landed is not Check.HELD:  # another worker took the slice, or the task moved on (a cancel)
             self._dropped(landed, here)
             return
-        self._checkpoint_seconds.observe(time.perf_counter() - started)
+        self._metrics.task_checkpoint_seconds.observe(time.perf_counter() - started)
         self._metrics.task_slices.labels(outcome=outcome if requeue else record.status.value).inc()
         if here:
             self._metrics.compute_steps.labels(tool=record.job).inc(here)
