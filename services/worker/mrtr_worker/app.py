@@ -63,7 +63,7 @@ def _fast_resume(worker: Worker, quiet: QuietTools) -> FastResume | None:
         worker.codec,
         quiet.silent,
         max_body_bytes=worker.settings.max_body_bytes,
-        registry=worker.metrics.registry,
+        resumes=worker.metrics.fast_resumes,
     )
 
 

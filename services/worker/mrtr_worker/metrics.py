@@ -61,6 +61,13 @@ class WorkerMetrics:
         self.rebalances = Counter(
             "mrtr_worker_rebalances", "POST /admin/rebalance received (capacity joined elsewhere)", registry=r
         )
+        self.fast_resumes = Counter(
+            "mrtr_worker_fast_resumes",
+            "Silent tools' calls offered to the resume fast path, by outcome: served there, or passed to the SDK's "
+            "path (first rounds, and anything unusual)",
+            ["outcome"],
+            registry=r,
+        )
         self.in_flight = Gauge("mrtr_worker_in_flight_requests", "MCP requests being handled", registry=r)
         self.ready = Gauge("mrtr_worker_ready", "1 while the worker accepts traffic, 0 while draining", registry=r)
         self.stepping_aside = Gauge(

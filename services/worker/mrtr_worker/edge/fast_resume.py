@@ -54,7 +54,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request, find_duplicated_routing_header
 from mcp_types import CallToolResult, ClientCapabilities, JSONRPCRequest, TextContent
 from mcp_types import methods as wire_methods
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import Counter
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
@@ -107,8 +107,9 @@ class FastResume:
         tools: frozenset[str],
         *,
         max_body_bytes: int,
-        registry: CollectorRegistry,
+        resumes: Counter,
     ) -> None:
+        """`resumes`: `WorkerMetrics.fast_resumes`, counted by outcome."""
         self._mcp = mcp
         self._lowlevel = sdk.lowlevel_server(mcp)
         self._manager = manager
@@ -117,15 +118,8 @@ class FastResume:
         self._probe = StateProbe(boundary, codec)
         self.tools = tools
         self._max_body_bytes = max_body_bytes
-        counter = Counter(
-            "mrtr_worker_fast_resumes",
-            "Silent tools' calls offered to the resume fast path, by outcome: served there, or passed to the SDK's "
-            "path (first rounds, and anything unusual)",
-            ["outcome"],
-            registry=registry,
-        )
-        self._served = counter.labels(outcome="served")
-        self._fell_back = counter.labels(outcome="fallback")
+        self._served = resumes.labels(outcome="served")
+        self._fell_back = resumes.labels(outcome="fallback")
         self.served = 0
         """Rounds served here (the metric's value, readable without the registry)."""
         self.fallbacks = 0
@@ -140,7 +134,7 @@ class FastResume:
         silent: set[bytes],
         *,
         max_body_bytes: int,
-        registry: CollectorRegistry,
+        resumes: Counter,
     ) -> FastResume | None:
         """The fast path for this server's silent tools, or None when anything in its chain is not known here."""
         boundaries = [m for m in mcp.middleware if isinstance(m, RequestStateBoundary)]
@@ -151,7 +145,7 @@ class FastResume:
         if any(not isinstance(e, TasksExtension) for e in sdk.extensions(mcp)):
             return None
         tools = frozenset(name.decode() for name in silent if _servable(mcp, name.decode()))
-        return cls(mcp, manager, codec, boundaries[0], tools, max_body_bytes=max_body_bytes, registry=registry)
+        return cls(mcp, manager, codec, boundaries[0], tools, max_body_bytes=max_body_bytes, resumes=resumes)
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, fallback: Handler) -> None:
         """Read the body; serve it here if it is a plain resume, else replay it untouched into `fallback`."""
