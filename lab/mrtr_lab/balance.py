@@ -27,9 +27,9 @@ from mrtr_lab._balance_order import Slot, schedule
 from mrtr_lab._balance_setups import SETUPS, setup_of
 from mrtr_lab._why_shed.fleet import Steps, Strategy, ensure, round_robin
 from mrtr_lab._why_shed.scenarios import Callers, Cell, Sizes, run, trace
-from mrtr_lab.fleet_sim.metrics import percentile
 from mrtr_lab.pages import STUDIES
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_ops.percentiles import percentile
 from mrtr_worker.compute import primes
 
 NAME = "balance"
