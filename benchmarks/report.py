@@ -188,11 +188,16 @@ def block(name: str, markdown: str) -> str:
 
     A section may hold another's block (the fleet simulator's calibration inside its section), which can then
     be written again alone."""
+    return f"<!-- {name}:start -->\n{_stamped(markdown)}\n<!-- {name}:end -->"
+
+
+def _stamped(markdown: str) -> str:
+    """The section's text followed by when and where it was measured, and how busy the machine was."""
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     where = f"{machine()}; load average {LOAD_BEFORE:.2f} before the run"
     if _neighbours is not None:
         where += f"; other processes used {_neighbours.share():.0%} of the CPU during it"
-    return f"<!-- {name}:start -->\n{markdown.rstrip()}\n\n_Measured {stamp} on {where}._\n<!-- {name}:end -->"
+    return f"{markdown.rstrip()}\n\n_Measured {stamp} on {where}._"
 
 
 def figures_file(name: str, report: Path = REPORT) -> Path:
@@ -235,7 +240,7 @@ _RULE = re.compile(r"^\|(?:---:?\|)+$")
 
 def write_section(name: str, markdown: str, report: Path = REPORT) -> Path:
     """Write the figures of section `name` (and of any block inside it) as JSON, then render it into `report`."""
-    _store(name, block(name, markdown).split("\n", 1)[1].rsplit("\n", 1)[0], report)
+    _store(name, _stamped(markdown), report)
     return render_section(name, report)
 
 
@@ -268,7 +273,7 @@ def _parts(body: str, report: Path) -> list[Any]:
         _store(found.group(1), found.group(2), report)
         parts.append({"section": found.group(1)})
         body = body[found.end() :]
-        more = body.startswith("\n") or bool(body)
+        more = bool(body)
         body = body.removeprefix("\n")
     return parts + _prose_and_tables(body) if more else parts
 
