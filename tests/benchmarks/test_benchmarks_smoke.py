@@ -1,4 +1,6 @@
-"""The benchmarks must keep running end to end; their figures go to docs/benchmarks.md and are never asserted.
+"""The user's benchmarks must keep running end to end; their figures are never asserted.
+
+The lab's studies have their own smoke beside their tests (lab/tests/test_studies_smoke.py).
 
 Each runs as `scripts/bench` runs it, as a subprocess, with a tiny duration
 and `--no-report`, so a test run leaves the docs alone. Both start at once:
@@ -7,7 +9,6 @@ most of their time is process start-up, which overlaps well.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 
@@ -25,22 +26,11 @@ SMOKE = {
         *("--duration", "0.3", "--warmup", "0", "--latency", "0.5", "--callers", "2", "--limit", "5000000"),
         *("--recoveries", "1", "--lease-ms", "1000", "--slice-ms", "250"),
     ],
-    "straggler": ["--quick", "--duration", "2", "--callers", "2", "--limit", "10000000", "--trace", "2"],
     # one failover (kill -9 of the primary) under both modes; Sentinel's fastest sensible detection
     "failover": [
         *("--failovers", "1", "--duration", "2", "--writers", "1", "--limit", "2000000"),
         "--down-after-ms",
         "1000",
-    ],
-    # one cluster (its workers stepping aside when slow), one slow cell, its slowest call traced hop by hop
-    "balance": [
-        *("--duration", "2", "--repeats", "1", "--balances", "round_robin+step_aside", "--scenarios", "a"),
-        *("--limit", "10000000", "--trace", "1"),
-    ],
-    # one cluster stepping aside, its three workers paused often and briefly (SIGSTOP/SIGCONT)
-    "pauses": [
-        *("--duration", "2", "--repeats", "1", "--balances", "round_robin+step_aside", "--limit", "10000000"),
-        *("--every", "0.5", "--length", "0.3"),
     ],
     # under a minute: a few seconds of capacity, 18 s of soak in three 6 s windows, tasks expiring after 5 s
     # (the fixture's long pole: 30 s of soak made it 15 s longer)
@@ -94,28 +84,3 @@ def test_tasks_benchmark_reports_every_figure(outputs: dict[str, tuple[int, str]
 def test_proxy_benchmark_says_where_its_system_calls_go(outputs: dict[str, tuple[int, str]]) -> None:
     _, output = outputs["proxy"]
     assert "System calls per request" in output, output  # counted, or why not (no strace, no ptrace)
-
-
-@pytest.mark.slow
-def test_straggler_benchmark_traces_the_slowest_calls(outputs: dict[str, tuple[int, str]]) -> None:
-    _, output = outputs["straggler"]
-    assert "the 2 slowest calls (instance:reason:ms per hop)" in output, output
-    assert ":complete:" in output, output  # every call ends with its complete exchange
-
-
-@pytest.mark.slow
-def test_balance_benchmark_traces_the_slowest_call_of_its_cell(outputs: dict[str, tuple[int, str]]) -> None:
-    _, output = outputs["balance"]
-    assert "(a) checkpoint shedding: the 1 slowest calls" in output, output
-    assert re.search(r"^  +[\d.]+ s, started at +[\d.]+ s: .*:complete:\d+$", output, re.M), output
-    assert "all healthy" not in output, output  # only the cell asked for ran
-
-
-@pytest.mark.slow
-def test_pause_benchmark_pauses_its_workers(outputs: dict[str, tuple[int, str]]) -> None:
-    _, output = outputs["pauses"]
-    assert "| each pauses 0.3 s about every 0.5 s | `round_robin+step_aside` |" in output, output
-    stopped = re.search(r"The workers were stopped (\d+)% to (\d+)% of the time", output)
-    assert stopped, output
-    assert int(stopped.group(2)) > 0, output
-    assert "0 / 0 |" in output, output  # no wrong answer, no error, for all the pauses

@@ -1,4 +1,5 @@
-"""The report's one table helper (`benchmarks.report.markdown_table`), and every benchmark module still importing.
+"""The report: its one table helper, the figures kept as JSON and the pages rendered from them; every benchmark
+module still importing.
 
 Every benchmark builds its section's tables with the helper; these run in-process, nothing is measured.
 """
@@ -6,16 +7,24 @@ Every benchmark builds its section's tables with the helper; these run in-proces
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 import pytest
 
 from benchmarks import report
 from benchmarks._tasks import Recovery
-from benchmarks.fleet_sim import tables
-from benchmarks.fleet_sim.anchors import Anchor
-from benchmarks.fleet_sim.documented import _rows, documented
-from benchmarks.report import block, has_section, markdown_table, write_section
+from benchmarks.report import (
+    REPORT,
+    block,
+    figures_file,
+    has_section,
+    markdown_table,
+    read_figures,
+    render,
+    render_page,
+    write_section,
+)
 from benchmarks.tasks import _recovery_lines
 
 BENCHMARKS = Path(report.__file__).parent
@@ -56,21 +65,13 @@ def test_a_table_that_does_not_add_up_is_refused(
 
 
 def test_a_benchmark_section_uses_it_and_reads_back() -> None:
-    """The task benchmark's recovery table and the simulator's anchors, from their own report code."""
+    """The task benchmark's recovery table, from its own report code."""
     recoveries = [Recovery("w2", 0.011, 0.02, 0.13, True, 512), Recovery("w1", 0.009, 0.018, 0.2, False, 512)]
     lines = _recovery_lines(recoveries, 0, 5000, 1000)
     table = [line for line in lines if line.startswith("|")]
     assert table[:2] == ["| trial | killed | claimed s | next step s | written again s | exact result and steps |",
                          "|---:|---|---:|---:|---:|---|"]  # fmt: skip
     assert table[2:] == ["| 1 | w2 | 0.01 | 0.02 | 0.13 | yes |", "| 2 | w1 | 0.01 | 0.02 | 0.20 | NO |"]
-    anchors = tables.anchors([(Anchor("M/M/1", "round_robin", 0.5, 2.0), 2.04, 1000)], 100, 10_000)
-    assert anchors[-1] == "| M/M/1 | 0.50 | 2.00 | 2.04 | 1000 |"
-
-
-def test_the_simulator_reads_a_documented_table_back() -> None:
-    """`fleet_sim.documented` reads the real figures back from docs/benchmarks.md: the rows, not the header."""
-    block = "\n".join(markdown_table(["strategy", "calls completed", "note"], "lrl", [("hand-back", 12, "")]))
-    assert _rows(block) == [["hand-back", "12", ""]]
 
 
 MODULES = sorted(
@@ -83,39 +84,6 @@ MODULES = sorted(
 @pytest.mark.parametrize("module", MODULES)
 def test_every_benchmark_module_imports(module: str) -> None:
     importlib.import_module(module)
-
-
-def test_the_balance_tables_rows_become_one_reference_per_round_with_their_balance(tmp_path: Path) -> None:
-    """The balance benchmark prints all rounds together: each round is a repeat, the calls split evenly."""
-
-    section = tmp_path / "benchmarks.md"
-    rows = "\n".join(
-        markdown_table(
-            ["cell", "balance", "calls completed", "p50 s", "p99 s", "max s", "wrong / errors"],
-            "llrrrrr",
-            [("all healthy", "`round_robin`", 131, 2.9, 3.6, 3.8, "0 / 0"),
-             ("one at a quarter speed", "`two_choices`", 127, 2.4, 12.2, 13.0, "0 / 0")],
-        )
-    )  # fmt: skip
-    stamp = "_Measured 2026-12-02 05:20 UTC on x86_64; other processes used 3% of the CPU during it._"
-    said = "6 closed-loop callers for 30 s a cell, each balance in turn, 2 rounds (figures: calls of all rounds)."
-    section.write_text(f"<!-- balance:start -->\n{said}\n\n{rows}\n\n{stamp}\n<!-- balance:end -->\n")
-    found = documented(section)
-    assert [(r.scenario, r.balance, r.completed) for r in found] == [
-        ("healthy", "round_robin", 66),
-        ("healthy", "round_robin", 65),
-        ("a", "two_choices", 64),
-        ("a", "two_choices", 63),
-    ]
-    assert {(r.p99, r.others_share, r.source) for r in found if r.scenario == "a"} == {
-        (12.2, 0.03, "docs/benchmarks.md: balance, 2026-12-02 05:20 UTC")
-    }
-    # each round after what its cluster served before it: healthy first, the other balance's cells idle
-    assert [r.before for r in found if r.balance == "two_choices"] == [
-        [("healthy", 30.0), ("idle", 30.0)],
-        [("healthy", 30.0), ("idle", 30.0), ("a", 30.0), ("healthy", 30.0), ("idle", 30.0)],
-    ]
-    assert {r.run for r in found} == {"docs/benchmarks.md: balance, 2026-12-02 05:20 UTC"}
 
 
 def test_a_block_inside_a_section_is_written_again_alone(tmp_path: Path) -> None:
@@ -132,3 +100,47 @@ def test_a_block_inside_a_section_is_written_again_alone(tmp_path: Path) -> None
     assert text.index("study before") < text.index("calibration, second") < text.index("study after")
     assert text.count("<!-- outer:end -->") == 1
     assert text.count("<!-- inner:start -->") == 1
+
+
+def test_a_section_is_kept_as_figures_and_rendered_from_them(tmp_path: Path) -> None:
+    """The section's prose and its table's rows go to data/<name>.json beside the page; the page is their rendering."""
+    report = tmp_path / "report.md"
+    table = markdown_table(["path", "p50 ms"], "lr", [("direct", "1.20"), ("a|b", 3)])
+    write_section("hop", "\n".join(["## Hop", "", "Said before.", "", *table, "", "Said after."]), report)
+    figures = read_figures("hop", report)
+    assert figures_file("hop", report) == tmp_path / "data" / "hop.json"
+    assert figures["parts"] == [
+        "## Hop\n\nSaid before.\n",
+        {"columns": ["path", "p50 ms"], "align": "lr", "rows": [["direct", "1.20"], ["a|b", "3"]]},
+        "\nSaid after.",
+    ]
+    assert figures["measured"] is not None
+    assert render("hop", report) in report.read_text()
+    figures["parts"][1]["rows"][0][1] = "9.99"  # the page follows the figures, never the other way round
+    figures_file("hop", report).write_text(json.dumps(figures))
+    assert "| direct | 9.99 |" in render_page(report)
+
+
+def test_a_table_the_helper_would_not_write_so_is_kept_as_prose_and_rendered_unchanged(tmp_path: Path) -> None:
+    report = tmp_path / "report.md"
+    odd = "| | WAIT | no WAIT |\n|---|---:|---:|\n| **tasks** |  |  |"
+    write_section("odd", odd, report)
+    assert read_figures("odd", report)["parts"] == [odd]
+    assert odd in report.read_text()
+
+
+def test_missing_figures_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no figures for 'gone'"):
+        read_figures("gone", tmp_path / "report.md")
+
+
+PAGES = [REPORT, REPORT.parent / "redis.md", REPORT.parent / "lab" / "studies.md"]
+"""The pages the benchmarks and the lab's studies write (other pages' marked sections are other tools')."""
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_with_figures_is_their_rendering(page: Path) -> None:
+    """What the page shows is what its data/*.json files hold: edit the figures, then render (`python -m
+    benchmarks.report PAGE`), never the page's sections."""
+    assert "<!-- " in page.read_text()
+    assert render_page(page) == page.read_text()

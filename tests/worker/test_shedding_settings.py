@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from mrtr_worker.compute.policy import SHEDDING_FIELDS, SheddingSettings, environment_name
-from mrtr_worker.config import WorkerSettings, setting_name
+from mrtr_worker.config import WorkerSettings, environment_names, setting_name
 from mrtr_worker.sealing.keyring import new_ring
 
 
@@ -85,3 +85,9 @@ def test_environment_gives_back_what_the_worker_reads(environment: pytest.Monkey
 def test_tests_and_embedders_pass_the_nested_model(environment: pytest.MonkeyPatch) -> None:
     chosen = SheddingSettings(max_slice_ms=1)
     assert WorkerSettings(shedding=chosen).shedding == chosen
+
+
+def test_every_variable_a_worker_reads_is_listed() -> None:
+    names = environment_names()
+    assert {"MRTR_WORKER_SHEDDING", "MRTR_WORKER_MAX_SLICE_MS", "MRTR_WORKER_PORT"} <= names
+    assert "MRTR_WORKER_ENABLED" not in names  # the switch keeps its name

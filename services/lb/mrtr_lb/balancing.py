@@ -11,9 +11,9 @@ at the requests the proxy has open on each backend (`Backend.in_flight`):
 * `least_request`: the backend with the fewest requests open, ties broken
   in round-robin order. O(n) per pick.
 
-Set with `MRTR_LB_BALANCE`; the fleet simulator (`benchmarks/fleet_sim`)
+Set with `MRTR_LB_BALANCE`; the fleet simulator (`lab/mrtr_lab/fleet_sim`)
 drives these same classes, and its study says when each pays
-(`docs/benchmarks.md`, "Past two cores").
+(`docs/lab/studies.md`, "Past two cores").
 """
 
 from __future__ import annotations

@@ -58,6 +58,12 @@ def setting_name(location: tuple[int | str, ...]) -> str:
     return f"MRTR_WORKER_{field.upper()}" if field else "settings"
 
 
+def environment_names() -> frozenset[str]:
+    """Every environment variable a worker reads: one per setting, the shedding settings' flat names included."""
+    plain = {f"MRTR_WORKER_{name.upper()}" for name in WorkerSettings.model_fields if name != "shedding"}
+    return frozenset(plain | {environment_name(name) for name in SHEDDING_FIELDS})
+
+
 class WorkerSettings(BaseSettings):
     """Settings of one worker instance (env prefix `MRTR_WORKER_`)."""
 

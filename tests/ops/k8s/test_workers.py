@@ -14,7 +14,7 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from mrtr_lb.config import Settings as LbSettings
 from mrtr_lb.config import parse_host_port
 from mrtr_ops.k8s.render import Manifest
-from mrtr_worker.config import WorkerSettings
+from mrtr_worker.config import WorkerSettings, environment_names
 from tests.ops.k8s.objects import (
     compose_env,
     container,
@@ -133,8 +133,7 @@ def test_the_worker_settings_are_ones_it_reads(
 ) -> None:
     """Every variable is a setting, and the worker accepts the values (files: the Secrets' keys, here)."""
     worker = container(_worker(cluster), "worker")
-    names = {name.removeprefix("MRTR_WORKER_").lower() for name in env_names(worker)}
-    assert names <= set(WorkerSettings.model_fields), names - set(WorkerSettings.model_fields)
+    assert set(env_names(worker)) <= environment_names(), set(env_names(worker)) - environment_names()
     for name, value in env(worker).items():
         local = secrets_dir / Path(value).name
         monkeypatch.setenv(name, str(local) if name.endswith("_FILE") else value)

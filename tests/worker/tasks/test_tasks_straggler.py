@@ -2,7 +2,7 @@
 
 The decisions are tables in test_policy.py. Here the runner's wiring against a real Redis: in-process
 runners whose step pools the test slows (deterministic: the test takes the moved slice itself), then two
-real worker processes with one throttled by a SIGSTOP/SIGCONT duty cycle, as benchmarks/straggler.py does.
+real worker processes with one throttled by a SIGSTOP/SIGCONT duty cycle, as lab/mrtr_lab/straggler.py does.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from benchmarks.straggler import Throttle
+from benchmarks._throttle import Throttle
 from mrtr_ops.local.redis import RedisServer
 from mrtr_ops.waiting import wait_until_async
 from mrtr_protocol.metrics import MetricsPage

@@ -46,7 +46,7 @@ than the step in progress (and a drain takes at most one step):
   request waits for its slot as before (no starvation). The timer is off by
   default: measured on a scale-out after 10 s of overload, the queued
   requests had spent their moves bouncing between full queues before the
-  new instances came (`benchmarks/_why_shed/timeline.py`), so a blind wait
+  new instances came (`lab/mrtr_lab/_why_shed/timeline.py`), so a blind wait
   only costs rounds; the rebalance is the signal that capacity appeared.
 
 Task slices (`tasks.runner`) follow the same rules where they apply, through

@@ -1,6 +1,6 @@
 """An instance's standing against its peers for MRTR calls, learned from the sealed states alone.
 
-Why (issue 13 §1, `docs/benchmarks.md` "Stragglers"): the per-slice straggler rule moves a call only
+Why (issue 13 §1, `docs/lab/studies.md` "Stragglers"): the per-slice straggler rule moves a call only
 after a measured slice (1 s) on the slow instance, and round robin lands a call there one time in
 three at every hop, so with 3.4 s calls the tail stayed at 2.2x healthy. A slow instance has to know
 it is slow before it runs a step, as the task runner's slow worker does (`tasks.straggling`), but

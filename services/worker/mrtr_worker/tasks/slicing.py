@@ -4,7 +4,7 @@ The runner asks Redis for facts (its peers' step rates, how long the oldest
 waiting slice has waited, whether any other worker takes slices) and acts on
 Redis (takes a slice, commits a checkpoint, queues the next one); every
 decision in between is made here, by pure methods over those facts. So the
-fleet simulator (`benchmarks/fleet_sim/tasks.py`) drives this same object, as
+fleet simulator (`lab/mrtr_lab/fleet_sim/tasks.py`) drives this same object, as
 it drives `SheddingPolicy` for MRTR rounds, rather than a copy of the rules.
 
 In a slice's life, in order:

@@ -1,6 +1,6 @@
 """The task side of the straggler rule: a worker that has measured itself slow pulls less.
 
-Why (issue 13 §1, the per-slice trace of `benchmarks/straggler.py --tasks`): slices are pulled, and an
+Why (issue 13 §1, the per-slice trace of `lab/mrtr_lab/straggler.py --tasks`): slices are pulled, and an
 idle worker's blocked read is first in line, so a slow worker took a task's next slice straight back
 after putting it on the queue. A task whose first slice ran there (no pace yet to judge it by) carried
 the slow worker's own rate as its pace and never moved: whole tasks ran at a quarter speed. Judging a
