@@ -27,6 +27,7 @@ from mrtr_client import AsyncClient, CallResult
 from mrtr_client.client import DEFAULT_TIMEOUT
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_ops.waiting import wait_until_async
+from mrtr_worker.compute.policy import SheddingSettings
 
 SLOTS = 2
 """Computation slots per worker (the worker default)."""
@@ -129,7 +130,7 @@ def main() -> int:
     options.add_argument("--rounds", type=int, default=1, help="times to run every scenario (default 1)")
     args = options.parse_args()
     step_ms = {call: bare_step_ms(call) for call in {SHORT_STEPS, LONG_STEPS}}
-    with clusters({"MRTR_WORKER_MAX_SLICE_MS": "0"}, workers=1) as (cluster,):
+    with clusters(SheddingSettings(max_slice_ms=0).environment(), workers=1) as (cluster,):
         drains = asyncio.run(run_all(cluster, args.duration, args.rounds))
     publish("drain-time", report(drains, step_ms, args.duration), write=not args.no_report)
     return 1 if any(d.errors for d in drains) else 0

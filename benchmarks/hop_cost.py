@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from benchmarks._cluster import PATIENT, PrimesCall, bare_step_ms, clusters, median, verdict
 from benchmarks._cluster import proxy_cpu as proxy_cpu_of
@@ -31,6 +31,7 @@ from benchmarks.report import markdown_table, parser, publish
 from mrtr_client import Client
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_protocol.rounds import HAND_BACK_REASONS
+from mrtr_worker.compute.policy import SheddingSettings
 
 CALL = PrimesCall(10_000_000, 100_000)
 """100 steps of about 1 ms. The work must stay small next to what a hop costs: the no-hop baseline runs on
@@ -62,12 +63,12 @@ class Runs:
 
 def schedules(step_ms: float) -> dict[str, dict[str, str]]:
     """Worker settings per schedule; each schedule gets a cluster of its own."""
-    one_slot = {"MRTR_WORKER_MAX_CONCURRENT_COMPUTATIONS": "1"}
-    forced = {**one_slot, "MRTR_WORKER_MIN_SLICE_MS": "0", "MRTR_WORKER_PRIORITY_AFTER_HOPS": "1000000"}
+    one_slot = SheddingSettings(max_concurrent=1)
+    forced = replace(one_slot, min_slice_ms=0, priority_after_hops=1_000_000)
     return {
-        NO_HOP: {**one_slot, "MRTR_WORKER_MAX_SLICE_MS": "0"},
-        EVERY_STEP: {**forced, "MRTR_WORKER_MAX_SLICE_MS": "1"},
-        FEW_STEPS: {**forced, "MRTR_WORKER_MAX_SLICE_MS": str(max(2, round(3.5 * step_ms)))},
+        NO_HOP: replace(one_slot, max_slice_ms=0).environment(),
+        EVERY_STEP: replace(forced, max_slice_ms=1).environment(),
+        FEW_STEPS: replace(forced, max_slice_ms=max(2, round(3.5 * step_ms))).environment(),
     }
 
 

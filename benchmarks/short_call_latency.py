@@ -29,12 +29,16 @@ from benchmarks.report import markdown_table, parser, publish
 from mrtr_client import AsyncClient
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_protocol.rounds import HAND_BACK_REASONS
+from mrtr_worker.compute.policy import SheddingSettings
 
 WORKERS = 3
 SLOTS = 2
 LONG_CALLERS = 2 * WORKERS * SLOTS
 WARMUP = 2.0
-MODES = {"shedding on": {"MRTR_WORKER_SHEDDING": "true"}, "shedding off": {"MRTR_WORKER_SHEDDING": "false"}}
+MODES = {
+    "shedding on": SheddingSettings().environment(),
+    "shedding off": SheddingSettings(enabled=False).environment(),
+}
 
 
 @dataclass

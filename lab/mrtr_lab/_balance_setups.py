@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mrtr_lb.balancing import Balance
+from mrtr_worker.compute.policy import SheddingSettings
 
 STEP_ASIDE = "step_aside"
 """The suffix of a setup whose workers step aside while slow."""
@@ -34,7 +35,7 @@ class Setup(NamedTuple):
 
     @property
     def worker_env(self) -> dict[str, str]:
-        return {"MRTR_WORKER_STEP_ASIDE": "true"} if self.step_aside else {}
+        return SheddingSettings(step_aside=self.step_aside).environment()
 
 
 def setup_of(key: str) -> Setup:

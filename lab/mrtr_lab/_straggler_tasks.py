@@ -19,9 +19,10 @@ from benchmarks._cluster import PrimesCall, median, verdict
 from benchmarks.report import markdown_table
 from mrtr_client import CallResult
 from mrtr_lab._tally import Tally, closed_loop
+from mrtr_worker.compute.policy import SheddingSettings
 
 COMPUTE_META = "mrtr-cluster.dev/compute"
-MODES = {"straggler rule on": {}, "straggler rule off": {"MRTR_WORKER_STRAGGLER_RATIO": "0"}}
+MODES = {"straggler rule on": {}, "straggler rule off": SheddingSettings(straggler_ratio=0).environment()}
 RUNS = (
     ("tasks, all healthy", "straggler rule on", False),
     ("tasks, one slow, straggler rule on", "straggler rule on", True),

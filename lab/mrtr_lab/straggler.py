@@ -52,9 +52,9 @@ from mrtr_worker.compute.policy import SheddingSettings
 WORKERS = 3
 MODES = {
     "shedding on": {},
-    "rule at slices only": {"MRTR_WORKER_STRAGGLER_AT_ADMISSION": "false"},
-    "straggler rule off": {"MRTR_WORKER_STRAGGLER_RATIO": "0"},
-    "shedding off": {"MRTR_WORKER_SHEDDING": "false"},
+    "rule at slices only": SheddingSettings(straggler_at_admission=False).environment(),
+    "straggler rule off": SheddingSettings(straggler_ratio=0).environment(),
+    "shedding off": SheddingSettings(enabled=False).environment(),
 }
 RUNS = (
     ("all healthy, shedding on", "shedding on", False),

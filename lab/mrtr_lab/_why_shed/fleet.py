@@ -45,6 +45,7 @@ from mrtr_lab._why_shed.accounting import Sample
 from mrtr_ops.local.cluster import LocalCluster, WorkerHandle
 from mrtr_ops.waiting import wait_until
 from mrtr_protocol.metrics import MetricsPage
+from mrtr_worker.compute.policy import SheddingSettings, environment_name
 
 STEPS = "mrtr_worker_compute_steps_total"
 IN_FLIGHT = "mrtr_worker_in_flight_requests"
@@ -60,7 +61,7 @@ class Strategy(Enum):
 
     @property
     def worker_env(self) -> dict[str, str]:
-        return {} if self is Strategy.OURS else {"MRTR_WORKER_SHEDDING": "false"}
+        return SheddingSettings(enabled=self is Strategy.OURS).environment()
 
 
 class Steps:
@@ -186,7 +187,7 @@ def round_robin(cluster: LocalCluster, names: list[str]) -> RoundRobin | None:
 
 
 def _settings(handle: WorkerHandle) -> dict[str, str]:
-    return {k: v for k, v in handle.spec.extra_env if k == "MRTR_WORKER_SHEDDING"}
+    return {k: v for k, v in handle.spec.extra_env if k == environment_name("enabled")}
 
 
 def leave(cluster: LocalCluster, name: str, strategy: Strategy, steps: Steps, *, grace: float, timeout: float) -> float:

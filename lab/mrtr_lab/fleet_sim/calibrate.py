@@ -73,6 +73,7 @@ from mrtr_lab.why_shed import LB_ENV
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_protocol.rounds import HAND_BACK_REASONS
 from mrtr_worker.compute import primes
+from mrtr_worker.compute.policy import SheddingSettings
 
 CALIBRATION = Path(__file__).resolve().parent / "calibration.json"
 PARTS = {
@@ -265,14 +266,9 @@ async def _timed_call(
 def hop_cost(runs: int) -> HopCost:
     """The same call with a hand-back after every step and without any, through the proxy of two workers; and
     without hops in 10 steps instead of 100, which leaves what each step costs the worker's main process."""
-    one_slot = {"MRTR_WORKER_MAX_CONCURRENT_COMPUTATIONS": "1"}
-    every_step = {
-        **one_slot,
-        "MRTR_WORKER_MAX_SLICE_MS": "1",
-        "MRTR_WORKER_MIN_SLICE_MS": "0",
-        "MRTR_WORKER_PRIORITY_AFTER_HOPS": "1000000",
-    }
-    none = {**one_slot, "MRTR_WORKER_MAX_SLICE_MS": "0"}
+    one_slot = SheddingSettings(max_concurrent=1)
+    every_step = replace(one_slot, max_slice_ms=1, min_slice_ms=0, priority_after_hops=1_000_000).environment()
+    none = replace(one_slot, max_slice_ms=0).environment()
 
     async def measure(plain: LocalCluster, hopping: LocalCluster) -> tuple[list[Any], list[Any], list[Any]]:
         results: tuple[list[Any], list[Any], list[Any]] = ([], [], [])

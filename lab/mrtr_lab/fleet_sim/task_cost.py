@@ -45,6 +45,7 @@ from benchmarks._load import cpu_seconds
 from mrtr_client import AsyncClient, RetryPolicy
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_protocol.metrics import MetricsPage
+from mrtr_worker.compute.policy import SheddingSettings
 
 TWENTY = PrimesCall(100_000_000, 5_000_000)
 """The straggler-tasks benchmark's task: 20 steps of about 50 ms."""
@@ -100,7 +101,7 @@ def task_cost(runs: int = 10) -> TaskCost:
     with open("/proc/loadavg") as loadavg:
         load_average = float(loadavg.read().split()[0])
     work = Path(tempfile.mkdtemp(prefix="mrtr-task-cost-"))
-    common = {"MRTR_WORKER_STRAGGLER_RATIO": "0", "MRTR_WORKER_TASK_LEASE_MS": "5000"}
+    common = {**SheddingSettings(straggler_ratio=0).environment(), "MRTR_WORKER_TASK_LEASE_MS": "5000"}
     short = _cluster(work / "short", {**common, "MRTR_WORKER_TASK_SLICE_MS": str(SHORT_SLICE_MS)})
     long = _cluster(work / "long", {**common, "MRTR_WORKER_TASK_SLICE_MS": str(LONG_SLICE_MS)})
     try:
