@@ -43,8 +43,8 @@ import httpx
 from benchmarks._cluster import _children
 from benchmarks._why_shed.accounting import Sample
 from mrtr_ops.local.cluster import LocalCluster, WorkerHandle
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_ops.waiting import wait_until
-from mrtr_protocol.metrics import MetricsPage
 
 STEPS = "mrtr_worker_compute_steps_total"
 IN_FLIGHT = "mrtr_worker_in_flight_requests"

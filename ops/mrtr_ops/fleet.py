@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import httpx
 
 from mrtr_ops.local.cluster import LocalCluster
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """Active health checks: ``GET /readyz`` on every backend, on a fixed interval.
 
 Each backend gets its own loop so that one hanging backend cannot delay the
-verdict on the others. Readiness, not liveness, is checked: a draining worker
-answers 503 on /readyz and must leave rotation while it finishes its work.
-A worker that steps aside as slow (`MRTR_WORKER_STEP_ASIDE`) answers 503
-with `"slow": true`: out of rotation the same way, but its return is no join
-(no rebalance calls: it comes back for a probe round, not as new capacity).
+verdict on the others. Readiness, not liveness, is checked, and only the status
+is read (the contract, :mod:`mrtr_protocol.fleet`): 200 is in rotation; a
+draining worker answers 503 and must leave rotation while it finishes its work;
+a worker that steps aside as slow (`MRTR_WORKER_STEP_ASIDE`) answers 429: out
+of rotation the same way, but its return is no join (no rebalance calls: it
+comes back for a probe round, not as new capacity).
 
 A backend that gives no answer at all (a paused process, a host cut off the
 network) also holds the requests already sent to it. After
@@ -20,26 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 
 import aiohttp
 
-from mrtr_lb.backends import STEPPED_ASIDE, Backend, BackendPool
+from mrtr_lb.backends import Backend, BackendPool
+from mrtr_protocol.fleet import READINESS_PATH, Readiness
 
 log = logging.getLogger("mrtr_lb.health")
-
-
-def _unready_reason(path: str, status: int, body: bytes) -> str:
-    """Why a backend is out of rotation: a worker stepping aside as slow says so in its body (`"slow": true`)."""
-    if status == 503:
-        try:
-            said = json.loads(body)
-        except ValueError:
-            said = None
-        if isinstance(said, dict) and said.get("slow") is True:
-            return STEPPED_ASIDE
-    return f"{path} answered {status}"
 
 
 class HealthChecker:
@@ -52,7 +41,7 @@ class HealthChecker:
         *,
         interval: float,
         timeout: float,
-        path: str = "/readyz",
+        path: str = READINESS_PATH,
         unresponsive_after: int = 0,
     ) -> None:
         self._pool = pool
@@ -64,20 +53,21 @@ class HealthChecker:
         self._tasks: dict[Backend, asyncio.Task[None]] = {}
 
     async def check(self, backend: Backend) -> bool:
-        """One probe; only a 200 counts as ready, any HTTP answer as alive."""
+        """One probe; only a 200 counts as ready, any HTTP answer as alive; the body is never read."""
         answered = False
         try:
             async with self._session.get(
                 backend.url + self._path, timeout=self._timeout, allow_redirects=False
             ) as resp:
-                body = await resp.read()
                 answered = True
-                ok = resp.status == 200
-                reason = None if ok else _unready_reason(self._path, resp.status, body)
+                readiness = Readiness.of(resp.status)
+                reason = f"{self._path} answered {resp.status}"
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            ok, reason = False, f"{self._path} failed: {type(exc).__name__} {exc}".strip()
+            readiness, reason = Readiness.NOT_READY, f"{self._path} failed: {type(exc).__name__} {exc}".strip()
+        ok = readiness is Readiness.READY
         if self._pool.get(backend.url) is backend:
-            self._pool.set_health(backend, ok, reason)
+            aside = readiness is Readiness.STEPPED_ASIDE
+            self._pool.set_health(backend, ok, None if ok else reason, aside=aside)
         self._count_answer(backend, answered)
         return ok
 

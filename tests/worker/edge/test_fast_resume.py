@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from starlette.types import Message
 
 from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from mrtr_worker.app import create_app
 from mrtr_worker.config import WorkerSettings

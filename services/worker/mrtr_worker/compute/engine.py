@@ -66,6 +66,7 @@ class Engine:
         """What this instance learned of its own speed against its peers', from the rounds it served."""
         self._max_workers = settings.max_concurrent
         metrics.stepping_aside.set_function(lambda: float(self.stepping_aside()))
+        metrics.queued.set_function(lambda: float(self._slots.waiting))
 
     def stepping_aside(self) -> bool:
         """Whether this instance asks to be out of the proxy's rotation: it knows it is slow and would hand every
@@ -139,7 +140,7 @@ class Engine:
                 return self._hand_back(rnd, state, steps, EndOfRound.ADMISSION)
             movable = rnd.can_hand_back and self.policy.may_leave_queue(rnd.trace.pace)
             patience = self.policy.queue_wait_s(rnd.trace.pace) if movable else None
-            if not await wait_for_slot(self._slots, self._lifecycle.rebalanced if movable else None, patience):
+            if not await self._queue_for_slot(movable, patience):
                 rnd.trace.pace = self.policy.left_queue(rnd.trace.pace)  # a rebalance: free slots elsewhere take it
                 return self._hand_back(rnd, state, steps, EndOfRound.PRESSURE)
         self._metrics.computations.inc()
@@ -148,6 +149,18 @@ class Engine:
         finally:
             self._metrics.computations.dec()
             self._slots.release()
+
+    async def _queue_for_slot(self, movable: bool, patience: float | None) -> bool:
+        """Wait for a slot (True), or leave the queue (False): on a rebalance, counted as moved, or when the wait
+        runs out. Only a call that may move listens for a rebalance."""
+        if not movable:
+            return await wait_for_slot(self._slots, None, patience)
+        signal = self._lifecycle.rebalanced
+        with signal.listening() as kick:
+            if await wait_for_slot(self._slots, kick, patience):
+                return True
+            signal.left()
+            return False
 
     async def _run_slice(
         self, rnd: Round, computation: Computation, state: State, steps: int, *, fled: bool
