@@ -9,7 +9,7 @@ modelled: the health checker's verdicts on an instance that stops answering
 `health_timeout` takes it out of rotation, and after `unresponsive_after`
 such probes the requests running there are answered 504 (`HealthChecker`);
 a killed instance's requests get 502; and the verdicts on an instance that
-steps aside as slow (`MRTR_WORKER_STEP_ASIDE`: its `/readyz` answers 503
+steps aside as slow (`MRTR_WORKER_STEP_ASIDE`: its `/readyz` answers 429
 while its standing would hand every round on), taken at that instance's
 next probe, one every `health_interval` at a phase of its own, as the
 checker's loop does, and without the rebalance calls of a join (the proxy

@@ -121,7 +121,7 @@ class WorkerSettings(BaseSettings):
     """An instance that learned it is slow against its peers hands rounds on before running a step (see
     `compute.standing`); false leaves only the per-slice rule (a measured slice here before a call moves)."""
     step_aside: bool = False
-    """A worker that knows it is slow and hands every round on answers 503 on /readyz until a probe is due, so
+    """A worker that knows it is slow and hands every round on answers 429 on /readyz until a probe is due, so
     the proxy's health check takes it out of rotation and its share spreads over the others (see
     `Standing.aside`); false keeps it in rotation, bouncing each round to the next instance in the pool."""
     drain_timeout_seconds: int = Field(default=30, ge=1)

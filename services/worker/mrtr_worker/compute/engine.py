@@ -70,7 +70,7 @@ class Engine:
 
     def stepping_aside(self) -> bool:
         """Whether this instance asks to be out of the proxy's rotation: it knows it is slow and would hand every
-        round on (`SheddingPolicy.steps_aside`); its `/readyz` answers 503 meanwhile."""
+        round on (`SheddingPolicy.steps_aside`); its `/readyz` answers 429 meanwhile (`mrtr_protocol.fleet`)."""
         aside = self.standing.aside(self.policy.settings.straggler_ratio, self._clock())
         return self.policy.steps_aside(aside=aside)
 
