@@ -79,6 +79,7 @@ async def test_cli_serves_and_stops_on_sigterm(make_backend: MakeBackend, client
         (["--backend-dns", "worker"], {}, "MRTR_LB_BACKEND_DNS"),
         (["--backends", "127.0.0.1:9001"], {"MRTR_LB_ENGINE": "nginx"}, "MRTR_LB_ENGINE"),
         (["--backends", "127.0.0.1:9001"], {"MRTR_LB_ENGINE": "aiohttp"}, "the aiohttp engine was retired"),
+        (["--backends", "127.0.0.1:9001"], {"MRTR_LB_HEALTH_CHECK": "icmp"}, "MRTR_LB_HEALTH_CHECK"),
         (["--port"], {}, "bad arguments"),
         (["--nope"], {}, "bad arguments"),
     ],

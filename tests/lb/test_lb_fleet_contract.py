@@ -90,3 +90,19 @@ async def test_a_rebalance_answer_is_read_for_the_calls_it_moved(
     assert page.value("mrtr_lb_rebalance_total", outcome="refused") == 1
     assert page.value("mrtr_lb_rebalance_moved_total") == 3
     assert (keeper.rebalances, other.rebalances, joiner.rebalances) == (1, 1, 0)
+
+
+@pytest.mark.parametrize(("status", "state"), [(404, "healthy"), (429, "healthy"), (503, "unhealthy")])
+async def test_the_http_check_for_any_server_reads_under_500_as_ready(
+    status: int, state: str, make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
+) -> None:
+    """`MRTR_LB_HEALTH_CHECK=http`, for servers outside the contract: no status has the contract's meaning."""
+    a = await make_backend("a")
+    lb = await make_lb(backends=[a.url], health_check="http", health_path=f"/status/{status}", wait=False)
+
+    async def judged() -> bool:
+        entry = (await backend_states(client, lb))[a.url]
+        why = None if state == "healthy" else f"/status/{status} answered {status}"
+        return bool(entry["state"] == state and entry["last_error"] == why and not entry["aside"])
+
+    await wait_until(judged, what=f"{status} read as {state}")

@@ -42,6 +42,7 @@ async def background(
             timeout=settings.health_timeout,
             path=settings.health_path,
             unresponsive_after=settings.unresponsive_after,
+            how=settings.health_check,
         )
         tasks: list[asyncio.Task[None]] = []
         target = settings.dns_target

@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from yarl import URL
 
 from mrtr_lb.balancing import Balance
+from mrtr_lb.health import HealthCheck
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -72,6 +73,9 @@ class Settings(BaseSettings):
     health_interval: float = Field(default=0.5, gt=0)
     health_timeout: float = Field(default=1.0, gt=0)
     health_path: str = "/readyz"
+    health_check: HealthCheck = HealthCheck.READYZ
+    """readyz: the MRTR worker's contract (`mrtr_protocol.fleet`); http: any answer under 500 on `health_path`,
+    its status line alone (any HTTP server); tcp: a connection accepted (any server at all)."""
     unresponsive_after: int = Field(default=2, ge=0)
     """Probes in a row with no answer at all, after which the requests running there are answered 504 (0: never)."""
     connect_timeout: float = Field(default=2.0, gt=0)

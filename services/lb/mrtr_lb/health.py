@@ -8,6 +8,11 @@ a worker that steps aside as slow (`MRTR_WORKER_STEP_ASIDE`) answers 429: out
 of rotation the same way, but its return is no join (no rebalance calls: it
 comes back for a probe round, not as new capacity).
 
+Backends that are not MRTR workers (any MCP server, say one on the official
+SDK, which has no ``/readyz``) are checked another way (`HealthCheck`): by
+the status line alone (``http``: any answer under 500 on the health path; the
+body, a stream that may never end, is not read) or by a TCP connect (``tcp``).
+
 A backend that gives no answer at all (a paused process, a host cut off the
 network) also holds the requests already sent to it. After
 `unresponsive_after` such probes in a row those requests are abandoned
@@ -22,13 +27,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from enum import StrEnum
 
 import aiohttp
+from yarl import URL
 
 from mrtr_lb.backends import Backend, BackendPool
 from mrtr_protocol.fleet import READINESS_PATH, Readiness
 
 log = logging.getLogger("mrtr_lb.health")
+
+
+class HealthCheck(StrEnum):
+    """How a backend's health is probed (``MRTR_LB_HEALTH_CHECK``)."""
+
+    READYZ = "readyz"
+    """The MRTR worker's contract: the health path's status read as `Readiness`."""
+    HTTP = "http"
+    """Any HTTP server: an answer under 500 on the health path is ready, by its status line alone."""
+    TCP = "tcp"
+    """Any server: a connection accepted is ready."""
 
 
 class HealthChecker:
@@ -43,6 +61,7 @@ class HealthChecker:
         timeout: float,
         path: str = READINESS_PATH,
         unresponsive_after: int = 0,
+        how: HealthCheck = HealthCheck.READYZ,
     ) -> None:
         self._pool = pool
         self._session = session
@@ -50,26 +69,47 @@ class HealthChecker:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._path = path if path.startswith("/") else f"/{path}"
         self._unresponsive_after = unresponsive_after
+        self._how = how
         self._tasks: dict[Backend, asyncio.Task[None]] = {}
 
     async def check(self, backend: Backend) -> bool:
-        """One probe; only a 200 counts as ready, any HTTP answer as alive; the body is never read."""
+        """One probe; any answer counts as alive; the body is never read."""
         answered = False
         try:
-            async with self._session.get(
-                backend.url + self._path, timeout=self._timeout, allow_redirects=False
-            ) as resp:
-                answered = True
-                readiness = Readiness.of(resp.status)
-                reason = f"{self._path} answered {resp.status}"
+            if self._how is HealthCheck.TCP:
+                await self._connect(backend)
+                answered, readiness, reason = True, Readiness.READY, "connected"
+            else:
+                async with self._session.get(
+                    backend.url + self._path, timeout=self._timeout, allow_redirects=False
+                ) as resp:
+                    answered = True
+                    readiness = self._read(resp.status)
+                    reason = f"{self._path} answered {resp.status}"
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            readiness, reason = Readiness.NOT_READY, f"{self._path} failed: {type(exc).__name__} {exc}".strip()
+            what = "connect" if self._how is HealthCheck.TCP else self._path
+            readiness, reason = Readiness.NOT_READY, f"{what} failed: {type(exc).__name__} {exc}".strip()
         ok = readiness is Readiness.READY
         if self._pool.get(backend.url) is backend:
             aside = readiness is Readiness.STEPPED_ASIDE
             self._pool.set_health(backend, ok, None if ok else reason, aside=aside)
         self._count_answer(backend, answered)
         return ok
+
+    def _read(self, status: int) -> Readiness:
+        """The worker's contract reads the status as `Readiness`; any other server is ready under 500."""
+        if self._how is HealthCheck.READYZ:
+            return Readiness.of(status)
+        return Readiness.READY if status < 500 else Readiness.NOT_READY
+
+    async def _connect(self, backend: Backend) -> None:
+        """A TCP connection opened within the timeout, then closed: the server accepts connections."""
+        url = URL(backend.url)
+        async with asyncio.timeout(self._timeout.total):
+            _, writer = await asyncio.open_connection(url.host, url.port)
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
 
     def _count_answer(self, backend: Backend, answered: bool) -> None:
         if answered:
