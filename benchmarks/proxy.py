@@ -1,10 +1,9 @@
 """What a proxy adds to the trivial call: direct to the workers, through our proxy and through HAProxy, in one run.
 
 Three workers serve the `echo` tool (one round, no computation). The same
-load reaches them six ways: directly (the load generator itself takes the
-workers in turn); through `mrtr_lb` on its lean engine (the cluster's proxy,
-the default, access log on), a second lean one with the access log off, and
-one on the aiohttp engine; and through HAProxy configured as
+load reaches them five ways: directly (the load generator itself takes the
+workers in turn); through `mrtr_lb` (the cluster's proxy, access log on) and
+a second one with the access log off; and through HAProxy configured as
 services/lb/README.md asks of any replacement (round robin, no stickiness,
 /readyz health checks, keep-alive), once logging every request to stdout as
 ours does (`option httplog`, what the compose profile runs) and once logging
@@ -36,15 +35,14 @@ from benchmarks._load import LoadResult, closed_loop, cpu_seconds, echo_request,
 from benchmarks.report import markdown_table, parser, publish
 from mrtr_ops.local.process import LOOPBACK, ManagedProcess, free_port
 
-DIRECT, OURS, LEAN, LEAN_QUIET, HAPROXY_LOG, HAPROXY = (
+DIRECT, LEAN, LEAN_QUIET, HAPROXY_LOG, HAPROXY = (
     "direct (client round robin)",
-    "mrtr_lb, aiohttp engine, access log",
-    "mrtr_lb, lean engine, access log (default)",
-    "mrtr_lb, lean engine, no access log",
+    "mrtr_lb, access log (default)",
+    "mrtr_lb, no access log",
     "HAProxy, access log (httplog to stdout)",
     "HAProxy, no log",
 )
-LIKE_FOR_LIKE = {LEAN: HAPROXY_LOG, LEAN_QUIET: HAPROXY, OURS: HAPROXY_LOG}
+LIKE_FOR_LIKE = {LEAN: HAPROXY_LOG, LEAN_QUIET: HAPROXY}
 """Each of our proxies against the HAProxy that logs as it does."""
 THROUGHPUT_TARGET = 1.0
 CPU_TARGET = 2.0
@@ -52,7 +50,7 @@ ADDED_P50_TARGET_MS = 0.5
 
 
 def lb_process(name: str, port: int, backends: list[str], work_dir: Path, **settings: str) -> ManagedProcess:
-    """Another mrtr_lb in front of the same workers (the cluster's own is the lean one with its access log)."""
+    """Another mrtr_lb in front of the same workers (the cluster's own is the one with its access log)."""
     admin_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_LB_")}
     env.update(MRTR_LB_HOST=LOOPBACK, MRTR_LB_PORT=str(port), MRTR_LB_BACKENDS=",".join(backends))
@@ -125,7 +123,7 @@ async def _cell(urls: list[str], concurrency: int, duration: float, pid: int | N
 
 
 def main() -> int:
-    options = parser(__doc__, duration=2.0, duration_help="seconds per cell (6 paths x 2 loads x rounds)")
+    options = parser(__doc__, duration=2.0, duration_help="seconds per cell (5 paths x 2 loads x rounds)")
     options.add_argument("--rounds", type=int, default=6, help="interleaved rounds of every cell (default 6)")
     options.add_argument("--concurrency", type=int, default=32, help="clients for the throughput cells (default 32)")
     options.add_argument("--no-install", action="store_true", help="do not apt-get install haproxy if it is missing")
@@ -134,7 +132,6 @@ def main() -> int:
     if binary is None:
         print(f"HAProxy row unavailable: {how}")
     paths: dict[str, Route] = {}
-    os.environ["MRTR_LB_ENGINE"] = "lean"  # the cluster's own proxy; the others run beside it
     with clusters({}, workers=3) as (cluster,):
         backends = [handle.url for handle in cluster.workers.values()]
         worker_ports = {int(url.rsplit(":", 1)[1]) for url in backends}
@@ -146,7 +143,6 @@ def main() -> int:
         try:
             extra: list[tuple[str, Callable[[int], ManagedProcess]]] = [
                 (LEAN_QUIET, lambda port: lb_process("lb-quiet", port, backends, work / "quiet", log_level="WARNING")),
-                (OURS, lambda port: lb_process("lb-aiohttp", port, backends, work / "aiohttp", engine="aiohttp")),
             ]
             if binary is not None:
                 extra += [
@@ -207,7 +203,7 @@ def report(
         "as services/lb/README.md asks of any replacement balancer (round robin, no stickiness, /readyz "
         "health checks, keep-alive). **Like for like**: mrtr_lb writes one access-log line per request by "
         "default, so it is compared with an HAProxy that does too (`option httplog` to stdout, as the compose "
-        "profile's HAProxy runs); the quiet lean proxy is compared with an HAProxy that logs nothing. "
+        "profile's HAProxy runs); the quiet mrtr_lb is compared with an HAProxy that logs nothing. "
         "Everything shares the machine's two cores with the load generator, so "
         "throughput is what the whole box does, and a proxy's CPU per request is what it takes from the "
         "workers. **Added p50** is the path's median latency minus the direct one; at one client it moves by a "
@@ -244,7 +240,7 @@ def report(
     ]  # fmt: skip
     lines += markdown_table(columns, "lrrrrrrrr", rows)
     lines.append("")
-    for name in (OURS, LEAN, LEAN_QUIET):
+    for name in (LEAN, LEAN_QUIET):
         extra_ms = paths[name].latency.p50 - direct_p50
         lines.append(
             f"Added p50 of {name} vs direct: {extra_ms:.2f} ms; target ≤ {ADDED_P50_TARGET_MS} ms: "
@@ -260,7 +256,7 @@ def report(
                 f"{_decided(pairs)}); CPU per request {_cpu_ratio(paths[name], paths[reference])}."
             )
         lines.append(
-            f"What one access-log line costs per request: mrtr_lb lean {_log_cost(paths[LEAN], paths[LEAN_QUIET])}, "
+            f"What one access-log line costs per request: mrtr_lb {_log_cost(paths[LEAN], paths[LEAN_QUIET])}, "
             f"HAProxy {_log_cost(paths[HAPROXY_LOG], paths[HAPROXY])}."
         )
     else:

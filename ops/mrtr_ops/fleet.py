@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 
 
 @dataclass(frozen=True)

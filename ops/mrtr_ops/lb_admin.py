@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import httpx
 
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_ops.waiting import wait_until
-from mrtr_protocol.metrics import MetricsPage
 
 Action = Literal["drain", "undrain"]
 

@@ -5,26 +5,21 @@
 * `rounds`: the round hint (`_meta["mrtr-cluster.dev/round"]`) and the hand-back reasons.
 * `tasks`: the tasks extension (`io.modelcontextprotocol/tasks`): its id, methods and statuses.
 * `instance`: the headers that name the worker that served a round.
-* `metrics`: a Prometheus text page, read.
+* `fleet`: the worker's contract with the proxy (readiness by status, the rebalance hook).
+
+Only `wire` uses the MCP SDK, installed with the ``sdk`` extra (``mrtr-protocol[sdk]``): the proxy
+depends on the package without it and imports `fleet` alone, so this module re-exports nothing from `wire`.
 """
 
 from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
-from mrtr_protocol.metrics import MetricsPage
 from mrtr_protocol.rounds import HAND_BACK_REASONS, RETRYABLE_STATUSES, ROUND_META_KEY, EndOfRound, end_reason
-from mrtr_protocol.wire import NAMED_METHODS, PROTOCOL_VERSION, encode_request, request_headers, request_meta
 
 __all__ = [
     "HAND_BACK_REASONS",
-    "NAMED_METHODS",
-    "PROTOCOL_VERSION",
     "RETRYABLE_STATUSES",
     "ROUND_META_KEY",
     "WORKER_ID_HEADER",
     "WORKER_VERSION_HEADER",
     "EndOfRound",
-    "MetricsPage",
-    "encode_request",
     "end_reason",
-    "request_headers",
-    "request_meta",
 ]

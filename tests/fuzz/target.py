@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from mrtr_ops.local.process import ManagedProcess, WorkerSpec
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 from tests.fuzz.calls import Call, envelope, headers_for
 from tests.fuzz.oracle import Sent, Verdict, judge
 from tests.support.wire import McpHttp

@@ -57,14 +57,8 @@ async def make_rude() -> AsyncIterator[MakeRude]:
         await backend.stop()
 
 
-@pytest.fixture(params=["aiohttp", "lean"])
-def engine(request: pytest.FixtureRequest) -> str:
-    """Every proxy test runs on both engines: they must keep the same contract."""
-    return str(request.param)
-
-
 @pytest.fixture
-async def make_lb(client: aiohttp.ClientSession, engine: str) -> AsyncIterator[MakeLB]:
+async def make_lb(client: aiohttp.ClientSession) -> AsyncIterator[MakeLB]:
     """Start a proxy (both listeners on ephemeral ports, the test operator token) and wait until every
     static backend is in rotation."""
     started: list[RunningLB] = []
@@ -77,7 +71,6 @@ async def make_lb(client: aiohttp.ClientSession, engine: str) -> AsyncIterator[M
             "admin_token": ADMIN_TOKEN,
             "health_interval": 0.05,
             "backends_file_interval": 0.02,
-            "engine": engine,
         }
         config.update(overrides)
         lb = await start_server(Settings(**config), resolver=resolver)

@@ -1,10 +1,10 @@
 """Stand-in workers for the proxy tests.
 
-``StandIn`` imitates a well-behaved MRTR worker (``/readyz``, ``/healthz``,
-``/mcp`` with ``X-Worker-Id``); the ``X-Test-Mode`` request header makes it
-hold a response or stream SSE on the test's command, or answer 64 MiB, and ``freeze()`` makes it
-answer nothing at all (like a paused process) until ``thaw()``. ``RudeBackend`` is a raw
-TCP server that passes health checks but breaks every other request, to see
+``StandIn`` imitates a well-behaved MRTR worker (``/readyz`` as :mod:`mrtr_protocol.fleet` says,
+``/healthz``, ``/mcp`` with ``X-Worker-Id``, ``/admin/rebalance`` when told what to answer); the
+``X-Test-Mode`` request header makes it hold a response or stream SSE on the test's command, or answer
+64 MiB, and ``freeze()`` makes it answer nothing at all (like a paused process) until ``thaw()``.
+``RudeBackend`` is a raw TCP server that passes health checks but breaks every other request, to see
 what the proxy does once a request may have been delivered.
 """
 
@@ -23,7 +23,8 @@ import aiohttp
 from aiohttp import web
 
 from mrtr_lb import RunningLB
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
+from mrtr_protocol.fleet import READINESS_PATH, REBALANCE_PATH, Readiness
 
 ADMIN_TOKEN = "lb-test-operator-token"
 """The operator token every test proxy has (its admin listener wants it; it is sent with rebalance calls)."""
@@ -47,7 +48,10 @@ class StandIn:
     def __init__(self, worker_id: str) -> None:
         self.worker_id = worker_id
         self.ready = True
-        self.slow = False  # not ready because it steps aside as slow (the worker's `"slow": true`)
+        self.slow = False  # not ready because it steps aside as slow: /readyz answers the contract's 429
+        self.readyz_body = b""  # what /readyz says beside its status, which the proxy must not read
+        self.rebalance_answer: object = None  # the JSON its POST /admin/rebalance answers; None: 404, no hook
+        self.rebalances = 0  # POST /admin/rebalance received
         self.seen: list[Seen] = []
         self.release = asyncio.Event()  # lets "hold" requests answer
         self.sse_gate = asyncio.Event()  # lets the second SSE event go out
@@ -67,7 +71,9 @@ class StandIn:
     async def start(self, port: int = 0) -> StandIn:
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get(READINESS_PATH, self._readyz)
+        app.router.add_post(REBALANCE_PATH, self._rebalance)
+        app.router.add_get("/status/{status}", self._status)  # a health path that answers the status it names
         app.router.add_route("*", "/mcp", self._mcp)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
         await self._runner.setup()
@@ -100,9 +106,19 @@ class StandIn:
     async def _readyz(self, request: web.Request) -> web.Response:
         self.probes += 1
         await self._thawed.wait()
-        if self.slow and not self.ready:
-            return web.json_response({"ready": False, "slow": True}, status=503)
-        return web.Response(text="ready" if self.ready else "draining", status=200 if self.ready else 503)
+        status = Readiness.READY
+        if not self.ready:
+            status = Readiness.STEPPED_ASIDE if self.slow else Readiness.NOT_READY
+        return web.Response(body=self.readyz_body, status=status, content_type="application/json")
+
+    async def _status(self, request: web.Request) -> web.Response:
+        return web.Response(status=int(request.match_info["status"]))
+
+    async def _rebalance(self, request: web.Request) -> web.Response:
+        self.rebalances += 1
+        if self.rebalance_answer is None:
+            raise web.HTTPNotFound()
+        return web.json_response(self.rebalance_answer)
 
     async def _mcp(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()

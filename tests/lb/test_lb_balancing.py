@@ -1,5 +1,5 @@
 """`MRTR_LB_BALANCE`: two choices and least request pick by the requests open on each backend; round robin stays the
-default. The pickers as tables first, then through both engines with stand-in backends holding requests open."""
+default. The pickers as tables first, then through the proxy with stand-in backends holding requests open."""
 
 from __future__ import annotations
 

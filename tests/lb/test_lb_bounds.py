@@ -1,4 +1,4 @@
-"""The request bounds at their edges, in process, on both engines: the same answers for the same bytes.
+"""The request bounds at their edges, in process: the answers for exact bytes.
 
 The front-door suite (``test_lb_front_door``) attacks the real process and
 measures its memory; these pin exact boundaries: a head of exactly the cap is
@@ -82,22 +82,17 @@ async def test_the_header_count_is_capped_exactly(make_backend: MakeBackend, mak
 
 
 async def test_a_pipelined_head_over_the_cap_is_refused_after_the_one_before(
-    make_backend: MakeBackend, make_lb: MakeLB, engine: str
+    make_backend: MakeBackend, make_lb: MakeLB
 ) -> None:
     """Both requests in one write: the second head's bytes arrive with the first request, and are still measured.
 
-    The lean engine answers the first, then refuses the second; the aiohttp engine's guard sees the second
-    before aiohttp has the first, so it cuts the connection: no answer rather than one taken for another's.
+    The proxy answers the first, then refuses the second.
     """
     backend = await make_backend("w")
     lb = await make_lb(backends=[backend.url], max_head_size=CAP)
     raw = await _send(lb.port, _head_of(1024, close=False) + _head_of(CAP + 200))
-    if engine == "lean":
-        assert _statuses(raw) == [200, 431]
-        assert len(backend.seen) == 1
-    else:
-        assert raw == b""
-        assert backend.seen == []
+    assert _statuses(raw) == [200, 431]
+    assert len(backend.seen) == 1
 
 
 async def test_keep_alive_requests_each_get_their_own_head_deadline(make_backend: MakeBackend, make_lb: MakeLB) -> None:

@@ -1,4 +1,4 @@
-"""The proxy's public door under attack, on raw sockets, against the real proxy process (both engines).
+"""The proxy's public door under attack, on raw sockets, against the real proxy process.
 
 What an anonymous client on the network tries: the admin API (``/lb/*``) and
 the workers' ``/admin`` by any path, heads that never end or never fit,
@@ -53,7 +53,6 @@ HANG_GUARD = 30.0
 class Door:
     """The proxy process under test, its public and admin ports, and the worker behind it."""
 
-    engine: str
     process: ManagedProcess
     port: int
     admin_port: int
@@ -99,10 +98,9 @@ class Door:
         )
 
 
-def _lb_env(engine: str, port: int, admin_port: int, backend: str) -> dict[str, str]:
+def _lb_env(port: int, admin_port: int, backend: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_LB_")}
     env.update(
-        MRTR_LB_ENGINE=engine,
         MRTR_LB_HOST=LOOPBACK,
         MRTR_LB_PORT=str(port),
         MRTR_LB_ADMIN_PORT=str(admin_port),
@@ -121,23 +119,20 @@ def _lb_env(engine: str, port: int, admin_port: int, backend: str) -> dict[str, 
     return env
 
 
-@pytest.fixture(scope="module", params=["lean", "aiohttp"])
-def door(
-    request: pytest.FixtureRequest, start_worker: StartWorker, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Door]:
-    """One proxy process per engine in front of one real worker (which wants the operator token on /admin)."""
-    engine = str(request.param)
+@pytest.fixture(scope="module")
+def door(start_worker: StartWorker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
+    """One proxy process in front of one real worker (which wants the operator token on /admin)."""
     worker, _ = start_worker(env={"MRTR_WORKER_ADMIN_TOKEN": TOKEN})
     port, admin_port = free_port(), free_port()
-    log_path = tmp_path_factory.mktemp(f"door-{engine}") / "lb.log"
+    log_path = tmp_path_factory.mktemp("door") / "lb.log"
     process = ManagedProcess(
-        name=f"lb-{engine}",
+        name="lb",
         argv=[sys.executable, "-m", "mrtr_lb"],
-        env=_lb_env(engine, port, admin_port, worker.url),
+        env=_lb_env(port, admin_port, worker.url),
         log_path=log_path,
         ready_url=f"http://{LOOPBACK}:{admin_port}/lb/healthz",
     ).start()
-    door = Door(engine, process, port, admin_port, worker, log_path)
+    door = Door(process, port, admin_port, worker, log_path)
     try:
         process.wait_ready()
         wait_until(lambda: all(b["healthy"] for b in door.backends()), timeout=HANG_GUARD, what="the worker serving")

@@ -1,4 +1,4 @@
-"""Header rules both engines keep: the X-Forwarded-* chain and hop-by-hop headers a backend declares.
+"""Header rules the proxy keeps: the X-Forwarded-* chain and hop-by-hop headers a backend declares.
 
 The lean engine builds the upstream request and the client's response head
 from bytes itself; these pin what it must keep or drop.

@@ -1,4 +1,4 @@
-"""The proxy package's shape: shared rules at the top, two engines that never import each other, no import circle.
+"""The proxy package's shape: shared rules at the top, the engine below them, no import circle.
 
 Read from the source (every ``import``, those under ``TYPE_CHECKING`` too), so a
 circle cannot hide behind a deferred import. In-process, no sockets.
@@ -12,7 +12,6 @@ from pathlib import Path
 import mrtr_lb
 from mrtr_lb import Settings, create_app
 from mrtr_lb.lean.server import LeanServer
-from mrtr_lb.reference.server import ReferenceServer
 
 PACKAGE = Path(mrtr_lb.__file__).parent
 
@@ -68,25 +67,15 @@ def test_a_circle_is_found() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
-def test_the_engines_never_import_each_other() -> None:
-    graph = _imports()
-    for name, targets in graph.items():
-        if name.startswith("mrtr_lb.reference"):
-            assert not {t for t in targets if t.startswith("mrtr_lb.lean")}, name
-        if name.startswith("mrtr_lb.lean"):
-            assert not {t for t in targets if t.startswith("mrtr_lb.reference")}, name
-
-
-def test_the_shared_modules_import_neither_engine_but_where_they_choose_one() -> None:
-    choosers = {"mrtr_lb.engines", "mrtr_lb.server", "mrtr_lb.__main__", "mrtr_lb.admin_server"}
+def test_the_shared_modules_import_the_engine_only_where_they_build_or_serve_it() -> None:
+    builders = {"mrtr_lb.engines", "mrtr_lb.server", "mrtr_lb.__main__", "mrtr_lb.admin_server"}
     for name, targets in _imports().items():
-        if name.startswith(("mrtr_lb.lean", "mrtr_lb.reference")) or name in choosers:
+        if name.startswith("mrtr_lb.lean") or name in builders:
             continue
-        assert not {t for t in targets if t.startswith(("mrtr_lb.lean", "mrtr_lb.reference"))}, name
+        assert not {t for t in targets if t.startswith("mrtr_lb.lean")}, name
 
 
-def test_the_public_entry_point_builds_the_default_engine() -> None:
+def test_the_public_entry_point_builds_the_lean_engine() -> None:
     settings = Settings(port=0, admin_port=0, backends=["http://127.0.0.1:9"])
     assert settings.engine == "lean"
     assert isinstance(create_app(settings), LeanServer)
-    assert isinstance(create_app(settings.model_copy(update={"engine": "aiohttp"})), ReferenceServer)

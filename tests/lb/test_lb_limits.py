@@ -1,4 +1,4 @@
-"""The proxy's bounds on both engines: the upstream connection cap, the read timeout and a graceful stop.
+"""The proxy's bounds: the upstream connection cap, the read timeout and a graceful stop.
 
 The lean engine drives a request from protocol callbacks and only falls back
 to a task to open a connection or wait for a slot; these pin the paths that

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 from mrtr_lb import Backend, BackendPool
-from mrtr_lb.backends import STEPPED_ASIDE
 
 URLS = [f"http://127.0.0.1:{9000 + i}" for i in range(4)]
 
@@ -95,10 +94,11 @@ def test_a_return_from_stepping_aside_is_no_join() -> None:
     aside, sick = pool.get(URLS[0]), pool.get(URLS[1])
     assert aside is not None
     assert sick is not None
-    pool.set_health(aside, False, STEPPED_ASIDE)
+    pool.set_health(aside, False, "/readyz answered 429", aside=True)
     pool.set_health(sick, False, "/readyz answered 503")
     assert all(pool.pick() not in (aside, sick) for _ in range(8))
     pool.set_health(aside, True)
     pool.set_health(sick, True)
     assert joined == [URLS[1]]
     assert aside.last_error is None
+    assert not aside.aside

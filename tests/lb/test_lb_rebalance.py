@@ -18,8 +18,8 @@ import pytest
 from mrtr_client import AsyncClient, CallResult
 from mrtr_lb import RunningLB
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_ops.waiting import wait_until as wait_until_sync
-from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.compute import primes
 from tests.lb.standin import (
     ADMIN_TOKEN,

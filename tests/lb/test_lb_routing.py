@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 
 from mrtr_lb import RunningLB
-from mrtr_lb.backends import STEPPED_ASIDE
 from tests.lb.standin import MakeBackend, MakeLB, StandIn, admin_call, backend_states, jsonrpc_body, wait_until
 
 
@@ -55,14 +54,14 @@ async def test_unready_backend_leaves_rotation_and_returns(
 async def test_a_backend_stepping_aside_as_slow_leaves_rotation_and_says_why(
     make_backend: MakeBackend, make_lb: MakeLB, client: aiohttp.ClientSession
 ) -> None:
-    """A worker's `/readyz` 503 with `"slow": true` (`MRTR_WORKER_STEP_ASIDE`): out of rotation, the reason named."""
+    """A worker's `/readyz` 429 (`MRTR_WORKER_STEP_ASIDE`, `mrtr_protocol.fleet`): out of rotation, marked aside."""
     a, b, c = await make_backend("a"), await make_backend("b"), await make_backend("c")
     lb = await make_lb(backends=[a.url, b.url, c.url])
     b.slow, b.ready = True, False
 
     async def b_aside() -> bool:
         state = (await backend_states(client, lb))[b.url]
-        return bool(state["state"] == "unhealthy" and state["last_error"] == STEPPED_ASIDE)
+        return bool(state["state"] == "unhealthy" and state["aside"] and state["last_error"] == "/readyz answered 429")
 
     await wait_until(b_aside, what="b stepped aside")
     seen = Counter([(await post_mcp(client, lb.url))[1] for _ in range(12)])
@@ -74,7 +73,8 @@ async def test_a_backend_stepping_aside_as_slow_leaves_rotation_and_says_why(
         return bool((await backend_states(client, lb))[b.url]["state"] == "healthy")
 
     await wait_until(b_back, what="b back in rotation")
-    assert (await backend_states(client, lb))[b.url]["last_error"] is None
+    back = (await backend_states(client, lb))[b.url]
+    assert (back["last_error"], back["aside"]) == (None, False)
 
 
 async def test_stopped_backend_is_skipped_without_failures(

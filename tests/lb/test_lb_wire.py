@@ -1,4 +1,4 @@
-"""HTTP/1.1 on the wire, byte by byte, on both engines: what a hand-written parser could get wrong.
+"""HTTP/1.1 on the wire, byte by byte: what a hand-written parser could get wrong.
 
 Raw sockets, so that nothing in a client library hides pipelining, chunked
 request bodies, ``Expect: 100-continue``, HTTP/1.0 or HEAD from the proxy.
@@ -146,5 +146,5 @@ async def test_malformed_request_is_400_and_closed(make_backend: MakeBackend, ma
     backend = await make_backend("w")
     lb = await make_lb(backends=[backend.url])
     raw = await exchange(lb.port, b"POST /mcp HTTP/1.1\r\nHost: lb\r\nContent-Length: nope\r\n\r\n{}")
-    assert raw.split(b" ")[1] == b"400"  # aiohttp answers a request it cannot parse as HTTP/1.0
+    assert raw.split(b" ")[1] == b"400"
     assert backend.seen == []

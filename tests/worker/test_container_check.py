@@ -15,8 +15,10 @@ from mrtr_worker.container_check import well
 
 ANSWERS: dict[str, tuple[int, bytes]] = {
     "/ready": (200, json.dumps({"ready": True, "slow": False}).encode()),
-    "/aside": (503, json.dumps({"ready": False, "slow": True}).encode()),
+    "/aside": (429, json.dumps({"ready": False, "slow": True}).encode()),
+    "/aside-quiet": (429, b""),  # the status alone says it
     "/draining": (503, json.dumps({"ready": False, "slow": False}).encode()),
+    "/draining-saying-slow": (503, json.dumps({"ready": False, "slow": True}).encode()),  # the body is not read
     "/garbled": (503, b"<html>busy</html>"),
     "/broken": (500, json.dumps({"slow": True}).encode()),
 }
@@ -50,7 +52,9 @@ def base() -> Iterator[str]:
     [
         ("/ready", True),
         ("/aside", True),  # asks the proxy to skip it: the container is well, not to be replaced
+        ("/aside-quiet", True),
         ("/draining", False),
+        ("/draining-saying-slow", False),
         ("/garbled", False),
         ("/broken", False),
     ],

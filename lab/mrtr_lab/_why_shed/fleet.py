@@ -43,8 +43,8 @@ import httpx
 from benchmarks._cluster import _children
 from mrtr_lab._why_shed.accounting import Sample
 from mrtr_ops.local.cluster import LocalCluster, WorkerHandle
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_ops.waiting import wait_until
-from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.compute.policy import SheddingSettings, environment_name
 
 STEPS = "mrtr_worker_compute_steps_total"

@@ -26,7 +26,7 @@ from mrtr_lab._why_shed.accounting import Sample, seconds_to_share
 from mrtr_lab._why_shed.fleet import IN_FLIGHT, STEPS, Strategy, add_workers, ensure
 from mrtr_lab._why_shed.scenarios import Callers
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_worker.compute import primes
 
 REASONS = ("admission", "pressure", "slice", "straggler")

@@ -9,7 +9,7 @@ modelled: the health checker's verdicts on an instance that stops answering
 `health_timeout` takes it out of rotation, and after `unresponsive_after`
 such probes the requests running there are answered 504 (`HealthChecker`);
 a killed instance's requests get 502; and the verdicts on an instance that
-steps aside as slow (`MRTR_WORKER_STEP_ASIDE`: its `/readyz` answers 503
+steps aside as slow (`MRTR_WORKER_STEP_ASIDE`: its `/readyz` answers 429
 while its standing would hand every round on), taken at that instance's
 next probe, one every `health_interval` at a phase of its own, as the
 checker's loop does, and without the rebalance calls of a join (the proxy
@@ -28,9 +28,13 @@ from typing import Any
 import simpy
 
 from mrtr_lab.fleet_sim.instance import Attempt, Instance, Outcome, Reply
-from mrtr_lb.backends import STEPPED_ASIDE, Backend, BackendPool
+from mrtr_lb.backends import Backend, BackendPool
 from mrtr_lb.balancing import Balance, picker
 from mrtr_lb.config import Settings
+from mrtr_protocol.fleet import READINESS_PATH, Readiness
+
+STEPPED_ASIDE = f"{READINESS_PATH} answered {Readiness.STEPPED_ASIDE.value}"
+"""The reason the real checker records for a worker stepping aside."""
 
 
 def _default(name: str) -> Any:
@@ -144,7 +148,7 @@ class Proxy:
             yield self.env.timeout(max(0.0, until - self.env.now))
             if instance.alive and not instance.draining:
                 aside = instance.stepping_aside()
-                self.pool.set_health(backend, not aside, STEPPED_ASIDE if aside else None)
+                self.pool.set_health(backend, not aside, STEPPED_ASIDE if aside else None, aside=aside)
                 if aside:
                     self._watch(instance)
 
@@ -164,7 +168,7 @@ class Proxy:
             while instance.alive and self.pool.get(instance.name) is backend:
                 aside = instance.stepping_aside()
                 if not instance.draining:
-                    self.pool.set_health(backend, not aside, None if not aside else STEPPED_ASIDE)
+                    self.pool.set_health(backend, not aside, STEPPED_ASIDE if aside else None, aside=aside)
                 if not aside:
                     return
                 yield self.env.timeout(HEALTH_INTERVAL)

@@ -22,7 +22,7 @@ import httpx
 from benchmarks._cluster import TOOL_PACKS, stop_cluster
 from benchmarks._load import cpu_seconds
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 
 
 @dataclass

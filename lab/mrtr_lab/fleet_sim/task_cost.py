@@ -44,7 +44,7 @@ from benchmarks._cluster import TOOL_PACKS, PrimesCall, stop_cluster
 from benchmarks._load import cpu_seconds
 from mrtr_client import AsyncClient, RetryPolicy
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_worker.compute.policy import SheddingSettings
 
 TWENTY = PrimesCall(100_000_000, 5_000_000)

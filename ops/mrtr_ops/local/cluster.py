@@ -26,7 +26,7 @@ from mrtr_ops.local.process import LOOPBACK, ManagedProcess, WorkerSpec, free_po
 from mrtr_ops.local.redis import REDIS_URL_VARIABLE, RedisServer
 from mrtr_ops.local.redis_ha import RedisHA
 from mrtr_ops.local.sentinel import SentinelTiming
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_worker.sealing.keyring import new_ring
 
 PUBLIC_URL_VARIABLE = "MRTR_WORKER_PUBLIC_URL"

@@ -6,9 +6,9 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
 from typing import NoReturn
 
+import uvloop
 from pydantic import ValidationError
 
 from mrtr_lb import access
@@ -52,28 +52,17 @@ def load_settings(args: argparse.Namespace) -> Settings:
         _die(f"bad configuration: {describe_error(exc)}")
 
 
-def _loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The lean engine runs on uvloop (libuv's loop: less CPU per read and write); the reference one on asyncio's."""
-    if settings.engine != "lean":
-        return None
-    import uvloop
-
-    return uvloop.new_event_loop
-
-
 def main(argv: list[str] | None = None) -> None:
+    """Serve on uvloop (libuv's loop: less CPU per read and write), the log lines written in batches."""
     settings = load_settings(parse_args(argv))
-    batched = BatchedStreamHandler() if settings.engine == "lean" else None
-    if batched is not None:  # fields no log line of ours shows; not collecting them saves time per line
-        logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    handler: logging.Handler = batched or logging.StreamHandler(sys.stderr)
-    logging.basicConfig(level=settings.log_level, format=LINE_FORMAT, handlers=[handler])
-    if batched is not None:
-        access.direct_access_lines(direct_lines(batched, access.access_log))
+    batched = BatchedStreamHandler()
+    # fields no log line of ours shows; not collecting them saves time per line
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging.basicConfig(level=settings.log_level, format=LINE_FORMAT, handlers=[batched])
+    access.direct_access_lines(direct_lines(batched, access.access_log))
     try:
-        with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
-            serving = serve_until_signalled(settings)
-            runner.run(serving if batched is None else flushing(batched, serving, settings.log_flush_interval))
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(flushing(batched, serve_until_signalled(settings), settings.log_flush_interval))
     except OSError as exc:  # e.g. the port is taken
         where = f"{settings.host}:{settings.port} (admin {settings.admin_host}:{settings.admin_port})"
         _die(f"cannot listen on {where}: {exc.strerror or exc}", code=1)

@@ -1,9 +1,9 @@
-"""The access log (``mrtr_lb.access``): one line per request, the same from both engines.
+"""The access log (``mrtr_lb.access``): one line per request.
 
 MCP fields come from the ``Mcp-Method``/``Mcp-Name`` headers (the body is never
 parsed); client-controlled values are rendered so they cannot break the
 one-line format. The lean engine keeps a line's start (:func:`access_head`)
-with the header block a client connection reuses, and the lean CLI writes the
+with the header block a client connection reuses, and the CLI writes the
 lines in batches (:func:`direct_access_lines`, :mod:`mrtr_lb.logsink`).
 """
 
@@ -29,7 +29,7 @@ def record(
     out: Outcome,
     started: float,
 ) -> None:
-    """Metrics and the one access-log line of a finished request (both engines)."""
+    """Metrics and the one access-log line of a finished request."""
     elapsed = time.perf_counter() - started
     metrics.count_response(out.status, elapsed)
     if access_log.isEnabledFor(logging.INFO):
@@ -69,7 +69,7 @@ _direct: Callable[[str], None] | None = None
 
 
 def direct_access_lines(writer: Callable[[str], None] | None) -> None:
-    """Write access-log lines with ``writer`` instead of through logging (the lean CLI's batched stderr)."""
+    """Write access-log lines with ``writer`` instead of through logging (the CLI's batched stderr)."""
     global _direct
     _direct = writer
 

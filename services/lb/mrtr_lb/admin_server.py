@@ -5,9 +5,8 @@ the proxy's control plane is not on the door the users come in by: the public
 listener serves the proxied paths only. This one binds ``MRTR_LB_ADMIN_HOST``
 (127.0.0.1 by default; an unpublished port in compose, swarm and Kubernetes)
 and wants the fleet's admin token on every call but the liveness probe. It is
-the same for both engines, with the same bounds as the public listener: it
-runs on the lean engine's HTTP/1.1 connection (:mod:`mrtr_lb.lean.http`)
-whichever engine serves the public one.
+bounded like the public listener: it runs on the lean engine's HTTP/1.1
+connection (:mod:`mrtr_lb.lean.http`).
 """
 
 from __future__ import annotations

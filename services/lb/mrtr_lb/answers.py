@@ -1,9 +1,8 @@
-"""Answers written as raw HTTP/1.1 bytes, whichever engine serves the listener.
+"""Answers written as raw HTTP/1.1 bytes, on either listener.
 
 The JSON-RPC error body every refusal carries, a complete small response (errors,
-admin answers) and the one answer of a connection over the cap: the lean engine,
-the admin listener and the reference engine's guard all answer with these, so a
-refusal reads the same on every listener and engine.
+admin answers) and the one answer of a connection over the cap: the public and
+the admin listener both answer with these, so a refusal reads the same on each.
 """
 
 from __future__ import annotations

@@ -18,13 +18,9 @@ log = logging.getLogger("mrtr_lb.backends")
 Source = Literal["static", "dns", "file"]
 State = Literal["healthy", "unhealthy", "drained"]
 
-STEPPED_ASIDE = "stepped aside: slow against its peers"
-"""The health verdict's reason when a worker's /readyz says it steps aside as slow (`MRTR_WORKER_STEP_ASIDE`):
-it comes back when it wants a probe round, which brings no capacity, so its return is not a join."""
-
 
 class Abandonable(Protocol):
-    """A request running on a backend that can be given up on (the engines each have their own)."""
+    """A request running on a backend that can be given up on."""
 
     def abandon(self) -> bool:
         """Answer 504 (or cut the stream) now; False if the request had already ended."""
@@ -44,6 +40,9 @@ class Backend:
     errors: int = 0
     retries: int = 0
     last_error: str | None = None
+    aside: bool = False
+    """Out of rotation because it stepped aside as slow (its /readyz status said so, `mrtr_protocol.fleet`): it
+    comes back when it wants a probe round, which brings no capacity, so its return is not a join."""
     last_change: float = field(default_factory=time.time)
     failed_probes: int = 0
     """Health probes in a row that got no HTTP answer at all (timed out, refused, reset)."""
@@ -88,6 +87,7 @@ class Backend:
             "failed_probes": self.failed_probes,
             "abandoned": self.abandoned,
             "last_error": self.last_error,
+            "aside": self.aside,
             "last_change": self.last_change,
         }
 
@@ -196,22 +196,23 @@ class BackendPool:
                 return index
         return None
 
-    def set_health(self, backend: Backend, healthy: bool, reason: str | None = None) -> None:
-        """Record a health verdict, logging only transitions."""
+    def set_health(self, backend: Backend, healthy: bool, reason: str | None = None, *, aside: bool = False) -> None:
+        """Record a health verdict, logging only transitions; ``aside``: unhealthy because it stepped aside."""
         if not healthy:
             backend.last_error = reason
+        back_from_aside = healthy and backend.aside
+        backend.aside = aside and not healthy
         if backend.healthy == healthy:
             return
         backend.healthy = healthy
         backend.last_change = time.time()
         if healthy:
-            back_from_aside = backend.last_error == STEPPED_ASIDE
             backend.last_error = None
             log.info("backend in rotation: %s", backend.url)
             if not backend.drained and not back_from_aside:
                 self._joined(backend)
-        elif reason == STEPPED_ASIDE:  # every few seconds on a slow worker: expected, not a warning
-            log.info("backend out of rotation: %s (%s)", backend.url, reason)
+        elif aside:  # every few seconds on a slow worker: expected, not a warning
+            log.info("backend out of rotation: %s (stepped aside: %s)", backend.url, reason)
         else:
             log.warning("backend out of rotation: %s (%s)", backend.url, reason)
 

@@ -1,8 +1,8 @@
-"""What runs beside either forwarding engine: health checks, DNS discovery, rebalance on join.
+"""What runs beside the forwarding engine: health checks, DNS discovery, rebalance on join.
 
-Both engines (lean and the aiohttp reference) share one pool and these loops, so the
-balancer's contract (who is in rotation, when requests are abandoned) does
-not depend on which engine moves the bytes.
+They share the engine's pool, so who is in rotation and when requests are
+abandoned is decided here, not where the bytes move. aiohttp is their HTTP
+client (a probe or a rebalance call a few times a second, off the hot path).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ async def background(
             timeout=settings.health_timeout,
             path=settings.health_path,
             unresponsive_after=settings.unresponsive_after,
+            how=settings.health_check,
         )
         tasks: list[asyncio.Task[None]] = []
         target = settings.dns_target

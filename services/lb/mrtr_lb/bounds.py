@@ -1,4 +1,4 @@
-"""What one client connection may make the proxy hold, and for how long (both engines, both listeners).
+"""What one client connection may make the proxy hold, and for how long (both listeners).
 
 The defaults are the field's: HAProxy's ``timeout http-request`` (10 s for a
 request's head), nginx's ``large_client_header_buffers 4 8k`` (32 KiB of

@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from yarl import URL
 
 from mrtr_lb.balancing import Balance
+from mrtr_lb.health import HealthCheck
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -72,6 +73,9 @@ class Settings(BaseSettings):
     health_interval: float = Field(default=0.5, gt=0)
     health_timeout: float = Field(default=1.0, gt=0)
     health_path: str = "/readyz"
+    health_check: HealthCheck = HealthCheck.READYZ
+    """readyz: the MRTR worker's contract (`mrtr_protocol.fleet`); http: any answer under 500 on `health_path`,
+    its status line alone (any HTTP server); tcp: a connection accepted (any server at all)."""
     unresponsive_after: int = Field(default=2, ge=0)
     """Probes in a row with no answer at all, after which the requests running there are answered 504 (0: never)."""
     connect_timeout: float = Field(default=2.0, gt=0)
@@ -102,11 +106,11 @@ class Settings(BaseSettings):
     shutdown_timeout: float = Field(default=5.0, ge=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_flush_interval: float = Field(default=0.2, gt=0)
-    """Seconds the lean CLI lets log lines gather before writing them (also at exit, and at once for a warning)."""
+    """Seconds the CLI lets log lines gather before writing them (also at exit, and at once for a warning)."""
     balance: Balance = Balance.ROUND_ROBIN
     """How the next backend is chosen (`balancing`): round_robin, two_choices or least_request."""
-    engine: Literal["aiohttp", "lean"] = "lean"
-    """Which code moves the bytes: aiohttp (server + client) or the lean asyncio/httptools path on uvloop."""
+    engine: Literal["lean"] = "lean"
+    """The one engine (asyncio protocols, httptools, uvloop); kept so an old ``MRTR_LB_ENGINE=aiohttp`` is refused."""
     proxy_paths: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["/mcp"])
     """Paths forwarded to the workers; anything else (a worker's /admin, /metrics) is not reachable through here."""
     rebalance_on_join: bool = True
@@ -139,6 +143,13 @@ class Settings(BaseSettings):
             return None
         parse_host_port(value)
         return value.strip()
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _one_engine(cls, value: object) -> object:
+        if value == "aiohttp":
+            raise ValueError("the aiohttp engine was retired; unset MRTR_LB_ENGINE (the lean engine is the only one)")
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -1,7 +1,6 @@
-"""The public listener's engine, as the settings name it: the lean one by default, the reference one on request.
+"""The public listener's engine: :class:`Engine` is its shape, :func:`create_app` builds it.
 
-Both have the same shape (:class:`Engine`), so the server, the admin API and
-the tests handle either the same way.
+The server, the admin API and the tests hold it by this shape, not by its class.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from mrtr_lb.config import Settings
 from mrtr_lb.discovery import Resolver
 from mrtr_lb.lean.server import LeanServer
 from mrtr_lb.metrics import LbMetrics
-from mrtr_lb.reference.server import ReferenceServer
 
 
 class Engine(Protocol):
@@ -30,12 +28,10 @@ class Engine(Protocol):
 
 
 def create_app(settings: Settings, *, resolver: Resolver | None = None) -> Engine:
-    """Build the engine ``settings.engine`` names, not started: the lean one unless told ``aiohttp``.
+    """Build the lean engine, not started.
 
     ``resolver`` replaces DNS lookups for ``MRTR_LB_BACKEND_DNS`` (tests inject one). :func:`mrtr_lb.start_server`
     starts it with the admin listener; to run only the public listener, ``await engine.start()`` then
     ``await engine.stop()``.
     """
-    if settings.engine == "lean":
-        return LeanServer(settings, resolver=resolver)
-    return ReferenceServer(settings, resolver=resolver)
+    return LeanServer(settings, resolver=resolver)

@@ -1,11 +1,17 @@
 """Active health checks: ``GET /readyz`` on every backend, on a fixed interval.
 
 Each backend gets its own loop so that one hanging backend cannot delay the
-verdict on the others. Readiness, not liveness, is checked: a draining worker
-answers 503 on /readyz and must leave rotation while it finishes its work.
-A worker that steps aside as slow (`MRTR_WORKER_STEP_ASIDE`) answers 503
-with `"slow": true`: out of rotation the same way, but its return is no join
-(no rebalance calls: it comes back for a probe round, not as new capacity).
+verdict on the others. Readiness, not liveness, is checked, and only the status
+is read (the contract, :mod:`mrtr_protocol.fleet`): 200 is in rotation; a
+draining worker answers 503 and must leave rotation while it finishes its work;
+a worker that steps aside as slow (`MRTR_WORKER_STEP_ASIDE`) answers 429: out
+of rotation the same way, but its return is no join (no rebalance calls: it
+comes back for a probe round, not as new capacity).
+
+Backends that are not MRTR workers (any MCP server, say one on the official
+SDK, which has no ``/readyz``) are checked another way (`HealthCheck`): by
+the status line alone (``http``: any answer under 500 on the health path; the
+body, a stream that may never end, is not read) or by a TCP connect (``tcp``).
 
 A backend that gives no answer at all (a paused process, a host cut off the
 network) also holds the requests already sent to it. After
@@ -20,26 +26,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+from enum import StrEnum
 
 import aiohttp
+from yarl import URL
 
-from mrtr_lb.backends import STEPPED_ASIDE, Backend, BackendPool
+from mrtr_lb.backends import Backend, BackendPool
+from mrtr_protocol.fleet import READINESS_PATH, Readiness
 
 log = logging.getLogger("mrtr_lb.health")
 
 
-def _unready_reason(path: str, status: int, body: bytes) -> str:
-    """Why a backend is out of rotation: a worker stepping aside as slow says so in its body (`"slow": true`)."""
-    if status == 503:
-        try:
-            said = json.loads(body)
-        except ValueError:
-            said = None
-        if isinstance(said, dict) and said.get("slow") is True:
-            return STEPPED_ASIDE
-    return f"{path} answered {status}"
+class HealthCheck(StrEnum):
+    """How a backend's health is probed (``MRTR_LB_HEALTH_CHECK``)."""
+
+    READYZ = "readyz"
+    """The MRTR worker's contract: the health path's status read as `Readiness`."""
+    HTTP = "http"
+    """Any HTTP server: an answer under 500 on the health path is ready, by its status line alone."""
+    TCP = "tcp"
+    """Any server: a connection accepted is ready."""
 
 
 class HealthChecker:
@@ -52,8 +59,9 @@ class HealthChecker:
         *,
         interval: float,
         timeout: float,
-        path: str = "/readyz",
+        path: str = READINESS_PATH,
         unresponsive_after: int = 0,
+        how: HealthCheck = HealthCheck.READYZ,
     ) -> None:
         self._pool = pool
         self._session = session
@@ -61,25 +69,47 @@ class HealthChecker:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._path = path if path.startswith("/") else f"/{path}"
         self._unresponsive_after = unresponsive_after
+        self._how = how
         self._tasks: dict[Backend, asyncio.Task[None]] = {}
 
     async def check(self, backend: Backend) -> bool:
-        """One probe; only a 200 counts as ready, any HTTP answer as alive."""
+        """One probe; any answer counts as alive; the body is never read."""
         answered = False
         try:
-            async with self._session.get(
-                backend.url + self._path, timeout=self._timeout, allow_redirects=False
-            ) as resp:
-                body = await resp.read()
-                answered = True
-                ok = resp.status == 200
-                reason = None if ok else _unready_reason(self._path, resp.status, body)
+            if self._how is HealthCheck.TCP:
+                await self._connect(backend)
+                answered, readiness, reason = True, Readiness.READY, "connected"
+            else:
+                async with self._session.get(
+                    backend.url + self._path, timeout=self._timeout, allow_redirects=False
+                ) as resp:
+                    answered = True
+                    readiness = self._read(resp.status)
+                    reason = f"{self._path} answered {resp.status}"
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            ok, reason = False, f"{self._path} failed: {type(exc).__name__} {exc}".strip()
+            what = "connect" if self._how is HealthCheck.TCP else self._path
+            readiness, reason = Readiness.NOT_READY, f"{what} failed: {type(exc).__name__} {exc}".strip()
+        ok = readiness is Readiness.READY
         if self._pool.get(backend.url) is backend:
-            self._pool.set_health(backend, ok, reason)
+            aside = readiness is Readiness.STEPPED_ASIDE
+            self._pool.set_health(backend, ok, None if ok else reason, aside=aside)
         self._count_answer(backend, answered)
         return ok
+
+    def _read(self, status: int) -> Readiness:
+        """The worker's contract reads the status as `Readiness`; any other server is ready under 500."""
+        if self._how is HealthCheck.READYZ:
+            return Readiness.of(status)
+        return Readiness.READY if status < 500 else Readiness.NOT_READY
+
+    async def _connect(self, backend: Backend) -> None:
+        """A TCP connection opened within the timeout, then closed: the server accepts connections."""
+        url = URL(backend.url)
+        async with asyncio.timeout(self._timeout.total):
+            _, writer = await asyncio.open_connection(url.host, url.port)
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
 
     def _count_answer(self, backend: Backend, answered: bool) -> None:
         if answered:

@@ -110,6 +110,11 @@ class LbMetrics:
         )
         for outcome in ("ok", "unauthorized", "refused", "unreachable"):
             self.rebalance.labels(outcome)
+        self.rebalance_moved = Counter(
+            "mrtr_lb_rebalance_moved",
+            "Queued calls the backends said a rebalance call moved on (their answer's `moved`).",
+            registry=r,
+        )
         self.count_request = self.counts.count_request
         self.count_response = self.counts.count_response
 

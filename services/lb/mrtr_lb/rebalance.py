@@ -7,7 +7,8 @@ that sees capacity appear, whatever brought it (the admin API, DNS or
 ``tasks.<svc>`` discovery, a worker back from unhealthy, an undrain), so it
 tells every other routable backend, at once and in the background:
 forwarding never waits for these calls, and a failure is only logged and
-counted.
+counted. The hook's path, its token and its answer (``{"moved": N}``, the
+calls that left a queue) are the contract of :mod:`mrtr_protocol.fleet`.
 
 A join and a recovery are treated alike: both mean a routable backend
 appeared that was not there a moment ago, and queued calls elsewhere can
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable
 
@@ -26,12 +28,13 @@ import aiohttp
 
 from mrtr_lb.backends import Backend, BackendPool
 from mrtr_lb.metrics import LbMetrics
+from mrtr_protocol.fleet import REBALANCE_PATH, moved_by
 
 log = logging.getLogger("mrtr_lb.rebalance")
 
-PATH = "/admin/rebalance"
 OUTCOMES = ("ok", "unauthorized", "refused", "unreachable")
-"""ok: 2xx; unauthorized: 401/403 (token missing or wrong); refused: any other answer; unreachable: no answer."""
+"""ok: 2xx with a rebalance answer; unauthorized: 401/403 (token missing or wrong); refused: any other answer
+(a 2xx that is not ``{"moved": N}`` too); unreachable: no answer."""
 
 
 class Rebalancer:
@@ -103,16 +106,16 @@ class Rebalancer:
         """One call; the outcome is counted and returned, never raised."""
         try:
             async with self._session.post(
-                backend.url + PATH, headers=headers, timeout=self._timeout, allow_redirects=False
+                backend.url + REBALANCE_PATH, headers=headers, timeout=self._timeout, allow_redirects=False
             ) as resp:
-                await resp.read()
+                body = await resp.read()
                 status = resp.status
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             outcome = "unreachable"
             log.warning("rebalance of %s failed: %s %s", backend.url, type(exc).__name__, exc)
         else:
             if 200 <= status < 300:
-                outcome = "ok"
+                outcome = self._moved(backend, body)
             elif status in (401, 403):
                 outcome = "unauthorized"
                 if headers:
@@ -122,6 +125,16 @@ class Rebalancer:
                 log.warning("rebalance of %s answered %d", backend.url, status)
         self._metrics.rebalance.labels(outcome).inc()
         return outcome
+
+    def _moved(self, backend: Backend, body: bytes) -> str:
+        """Count the calls a backend says it moved: "ok", or "refused" for an answer outside the contract."""
+        try:
+            moved = moved_by(json.loads(body))
+        except ValueError as exc:
+            log.warning("rebalance of %s: %s", backend.url, exc)
+            return "refused"
+        self._metrics.rebalance_moved.inc(moved)
+        return "ok"
 
     def _warn_once(self, key: str, message: str, *args: object) -> None:
         if key not in self._warned:

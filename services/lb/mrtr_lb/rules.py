@@ -1,14 +1,13 @@
-"""The forwarding contract both engines keep: which headers are hop-by-hop, when to retry, what a client is told.
+"""The forwarding contract the engine keeps: which headers are hop-by-hop, when to retry, what a client is told.
 
 The one rule that shapes the proxy: a request is retried on another backend
 only when it provably never left the proxy (the connection could not be
 opened). Once bytes may have reached a worker, the worker may have acted on
 them, so the client gets a 502 and retries with its own last requestState.
 The same holds when the backend stops answering altogether (the health
-checker abandons its requests): the client gets a 504 and retries. The lean
-engine (:mod:`mrtr_lb.lean`) and the reference engine (:mod:`mrtr_lb.reference`)
-take their header sets, messages and outcome record from here, so they cannot
-drift apart.
+checker abandons its requests): the client gets a 504 and retries. The engine
+(:mod:`mrtr_lb.lean`) and the admin listener take their header sets, messages
+and outcome record from here.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `POST /mcp` is the SDK's stateless 2026-07-28 handler (no initialize, no
 session id). Beside it the host serves what an orchestrator needs:
-`/healthz` (alive), `/readyz` (ready for traffic; 503 while draining or stepping aside as slow),
+`/healthz` (alive), `/readyz` (ready for traffic; 503 while draining, 429 while stepping aside as slow),
 `/metrics` (Prometheus), and the operator's `/admin/...` endpoints (drain,
 key ring reload, state format; `mrtr_worker.admin.routes`). The proxy forwards only `/mcp`, and the
 admin endpoints also require the operator's token when one is configured.
@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from mrtr_protocol.fleet import READINESS_PATH, Readiness
 from mrtr_worker.admin.routes import admin_router
 from mrtr_worker.config import WorkerSettings
 from mrtr_worker.edge.auth import JwtVerifier, authenticate
@@ -127,16 +128,19 @@ def create_app(settings: WorkerSettings, ring: KeyRing | None = None) -> FrontDo
         identity = worker.identity
         return {"status": "alive", "instance": identity.instance_id, "version": identity.version}
 
-    @app.get("/readyz")
+    @app.get(READINESS_PATH)
     async def readyz() -> JSONResponse:
-        """Ready for MRTR traffic: not while draining, nor while stepping aside as slow (`slow`,
-        `MRTR_WORKER_STEP_ASIDE`). Redis is reported under `tasks` but never makes the worker unready:
-        everything but tasks works without it, and pulling every worker out of rotation over a store
-        outage would break the calls that do not need it."""
+        """Ready for MRTR traffic, told by the status (`mrtr_protocol.fleet.Readiness`): 503 while draining,
+        429 while stepping aside as slow (`MRTR_WORKER_STEP_ASIDE`); the body only explains. Redis is reported
+        under `tasks` but never makes the worker unready: everything but tasks works without it, and pulling
+        every worker out of rotation over a store outage would break the calls that do not need it."""
         aside = worker.engine.stepping_aside()
-        ready = worker.lifecycle.ready and not aside
-        body = {"ready": ready, "slow": aside, "tasks": worker.tasks_health()}
-        return JSONResponse(body, status_code=200 if ready else 503)
+        if not worker.lifecycle.ready:
+            status = Readiness.NOT_READY
+        else:
+            status = Readiness.STEPPED_ASIDE if aside else Readiness.READY
+        body = {"ready": status is Readiness.READY, "slow": aside, "tasks": worker.tasks_health()}
+        return JSONResponse(body, status_code=status)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -48,6 +48,9 @@ class WorkerMetrics:
             registry=r,
         )
         self.computations = Gauge("mrtr_worker_computations", "Computations holding a slot", registry=r)
+        self.queued = Gauge(
+            "mrtr_worker_queued_computations", "Calls waiting for a compute slot (a rebalance moves them)", registry=r
+        )
         self.compute_steps = Counter(
             "mrtr_worker_compute_steps", "Computation steps executed on this instance", ["tool"], registry=r
         )

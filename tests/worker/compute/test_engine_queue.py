@@ -84,8 +84,9 @@ async def test_a_rebalance_moves_the_calls_queued_here_at_once() -> None:
     spent = asyncio.create_task(engine.run(make_round(prioritized_state(moves=3)), computation, {"n": 1}))
     await settled(lambda: engine._slots.waiting == 3, "three calls queued for the slot")
 
-    lifecycle.rebalance()
+    moved = await asyncio.wait_for(lifecycle.rebalance().moved(), WAIT)
 
+    assert moved == 2  # three were waiting; the one with no move left stays and is not counted
     for task, moves in zip(queued, (1, 3), strict=True):
         hint, data, state = handed_back(await asyncio.wait_for(task, WAIT))
         assert hint["reason"] == "pressure"
@@ -112,7 +113,8 @@ async def test_a_rebalance_leaves_later_calls_and_stay_where_you_land_alone() ->
     first = await executor.next_step()
     queued = asyncio.create_task(engine.run(make_round(prioritized_state()), computation, {"n": 1}))
     await settled(lambda: engine._slots.waiting == 1, "the call queued for the slot")
-    lifecycle.rebalance()  # shedding off: a queued call waits for its slot whatever happens elsewhere
+    # shedding off: a queued call waits for its slot whatever happens elsewhere
+    assert await asyncio.wait_for(lifecycle.rebalance().moved(), WAIT) == 0
     first.run()
     complete(await asyncio.wait_for(running, WAIT))
     await executor.run_step()

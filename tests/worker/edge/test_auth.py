@@ -18,7 +18,7 @@ from mrtr_client import AuthenticationFailed, Client, ScriptedInputs
 from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_dev_issuer.issuer import main
 from mrtr_ops.local.process import WorkerSpec
-from mrtr_protocol import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from tests.conftest import McpTo, StartWorker
 from tests.support.wire import McpHttp

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_protocol.wire import encode_request, request_headers
 from mrtr_worker.app import create_app
 from mrtr_worker.sdk import internals as sdk

@@ -11,8 +11,8 @@ import socket
 
 import httpx
 
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_ops.waiting import wait_until
-from mrtr_protocol.metrics import MetricsPage
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from mrtr_worker.compute import primes
 from tests.conftest import StartWorker

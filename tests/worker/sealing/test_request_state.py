@@ -18,8 +18,8 @@ import pytest
 from mcp.server.request_state import AESGCMRequestStateCodec
 
 from mrtr_ops.local.process import WorkerSpec
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_protocol.instance import WORKER_ID_HEADER
-from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.sealing.keyring import KeyRing, new_ring
 from tests.conftest import McpTo, StartWorker
 from tests.support.wire import McpHttp

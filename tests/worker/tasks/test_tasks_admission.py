@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 
 from mrtr_ops.local.redis import RedisServer
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_ops.waiting import wait_until, wait_until_async
-from mrtr_protocol.metrics import MetricsPage
 from mrtr_protocol.rounds import ROUND_META_KEY
 from mrtr_worker.compute.engine import Engine
 from mrtr_worker.compute.primes import COUNT_PRIMES, KNOWN_COUNTS

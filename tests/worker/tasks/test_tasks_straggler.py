@@ -18,8 +18,8 @@ import pytest
 
 from benchmarks._throttle import Throttle
 from mrtr_ops.local.redis import RedisServer
+from mrtr_ops.metrics_page import MetricsPage
 from mrtr_ops.waiting import wait_until_async
-from mrtr_protocol.metrics import MetricsPage
 from mrtr_worker.compute.computation import State
 from mrtr_worker.compute.policy import SheddingPolicy, SheddingSettings
 from mrtr_worker.compute.primes import COUNT_PRIMES, KNOWN_COUNTS

@@ -1,8 +1,7 @@
-"""The default engine (``MRTR_LB_ENGINE=lean``): asyncio protocols on uvloop, httptools, no web framework.
+"""The proxy's engine: asyncio protocols on uvloop, httptools, no web framework.
 
 No task or future per request: protocol callbacks carry a request from the
 client's bytes to a pooled backend connection and the response back. The
-reference engine (:mod:`mrtr_lb.reference`) is what it is tested against. The
 modules import one another in this order only, never back:
 
 * `upstream`: connections to the workers (pooled keep-alive, the response head parsed for its framing).

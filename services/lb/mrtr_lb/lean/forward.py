@@ -4,7 +4,7 @@ A request whose backend has an idle pooled connection is written to it at
 once, from the client protocol's callback; the backend protocol's callbacks
 relay the response and end the request, which starts the client's next one.
 Only opening a connection (or waiting for a connection slot) needs a task.
-The contract is the reference engine's (:mod:`mrtr_lb.rules`): retry on another
+The contract is :mod:`mrtr_lb.rules`': retry on another
 backend only when the connection could not be opened; once the request was
 written a failure is a 502, or a cut stream once the head went out; a request
 the health checker abandons gets a 504.

@@ -5,7 +5,7 @@ limit, so a request can be re-sent after a connect failure) and requests are
 answered one after another in arrival order, as HTTP/1.1 keep-alive and
 pipelining require. The forwarding itself is :mod:`mrtr_lb.lean.forward`'s.
 The admin listener (:mod:`mrtr_lb.admin_server`) serves its API over this
-connection class too, whichever engine serves the public listener.
+connection class too.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The request bytes the lean engine writes to a backend: end-to-end headers, X-Forwarded-*, a recomputed length.
 
-The header rules are the reference engine's (:mod:`mrtr_lb.rules`); the header
+The header rules are :mod:`mrtr_lb.rules`'; the header
 block built for one request is kept on the client connection and reused while
 the connection's requests repeat their headers.
 """

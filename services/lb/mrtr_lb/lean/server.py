@@ -1,9 +1,8 @@
 """The lean engine's public listener: an asyncio server of :class:`ClientConnection` protocols, no web framework.
 
-The default (``MRTR_LB_ENGINE=lean``). It serves the same paths as the
-reference engine (the proxied paths, 404 for anything else: the ``/lb/`` admin
-API is on the admin listener, :mod:`mrtr_lb.admin_server`) over the same pool,
-health checks and discovery, within the same bounds (:mod:`mrtr_lb.bounds`).
+It serves the proxied paths (404 for anything else: the ``/lb/`` admin API is on
+the admin listener, :mod:`mrtr_lb.admin_server`) over the pool, health checks
+and discovery, within the bounds of :mod:`mrtr_lb.bounds`.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
+from mrtr_protocol.fleet import REBALANCE_PATH, rebalance_answer
 from mrtr_worker.admin.guard import AdminGuard
 from mrtr_worker.sealing.keyring import KeyRing, KeyRingError
 from mrtr_worker.tasks.store import ResealCounts
@@ -37,12 +38,13 @@ def admin_router(worker: Worker) -> APIRouter:
         worker.drain()
         return {"draining": True, "in_flight": worker.lifecycle.busy_requests}
 
-    @admin.post("/admin/rebalance")
-    async def rebalance() -> dict[str, object]:
-        """Capacity was added elsewhere (a scale-out): calls queued here for a slot move on (`compute.policy`)."""
-        queued = worker.engine.slots.waiting
-        worker.lifecycle.rebalance()
-        return {"rebalanced": queued}
+    @admin.post(REBALANCE_PATH)
+    async def rebalance() -> dict[str, int]:
+        """Capacity was added elsewhere (a scale-out): calls queued here for a slot move on (`compute.policy`).
+
+        The answer (`mrtr_protocol.fleet`) counts the calls that left the queue, not those that were waiting:
+        one the policy keeps (no move left, shedding off) stays and is not counted."""
+        return rebalance_answer(await worker.lifecycle.rebalance().moved())
 
     @admin.get("/admin/state")
     async def state_policy() -> dict[str, object]:

@@ -66,10 +66,11 @@ class Engine:
         """What this instance learned of its own speed against its peers', from the rounds it served."""
         self._max_workers = settings.max_concurrent
         metrics.stepping_aside.set_function(lambda: float(self.stepping_aside()))
+        metrics.queued.set_function(lambda: float(self._slots.waiting))
 
     def stepping_aside(self) -> bool:
         """Whether this instance asks to be out of the proxy's rotation: it knows it is slow and would hand every
-        round on (`SheddingPolicy.steps_aside`); its `/readyz` answers 503 meanwhile."""
+        round on (`SheddingPolicy.steps_aside`); its `/readyz` answers 429 meanwhile (`mrtr_protocol.fleet`)."""
         aside = self.standing.aside(self.policy.settings.straggler_ratio, self._clock())
         return self.policy.steps_aside(aside=aside)
 
@@ -136,8 +137,7 @@ class Engine:
         if isinstance(decision, HandBack):
             return self._hand_back(rnd, state, steps, decision)
         if isinstance(decision, Wait):
-            rebalanced = self._lifecycle.rebalanced if decision.leave is not None else None
-            if not await wait_for_slot(self._slots, rebalanced, decision.patience_s):
+            if not await self._queue_for_slot(decision.leave is not None, decision.patience_s):
                 assert decision.leave is not None  # only a wait that may end has a way out
                 return self._hand_back(rnd, state, steps, decision.leave)
         else:
@@ -149,6 +149,18 @@ class Engine:
         finally:
             self._metrics.computations.dec()
             self._slots.release()
+
+    async def _queue_for_slot(self, movable: bool, patience: float | None) -> bool:
+        """Wait for a slot (True), or leave the queue (False): on a rebalance, counted as moved, or when the wait
+        runs out. Only a call that may move listens for a rebalance."""
+        if not movable:
+            return await wait_for_slot(self._slots, None, patience)
+        signal = self._lifecycle.rebalanced
+        with signal.listening() as kick:
+            if await wait_for_slot(self._slots, kick, patience):
+                return True
+            signal.left()
+            return False
 
     async def _run_slice(
         self, rnd: Round, computation: Computation, state: State, steps: int, *, fled: bool

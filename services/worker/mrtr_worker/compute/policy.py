@@ -102,7 +102,7 @@ class SheddingSettings:
     """An instance that knows it is slow (`compute.standing`) hands rounds on before any step; off: only the
     per-slice rule moves calls off it (kept as a switch so the benchmark can show what admission adds)."""
     step_aside: bool = False
-    """An instance that hands every round on (`standing`) says it is not ready, so the proxy's health check takes
+    """An instance that hands every round on (`standing`) answers 429 on `/readyz`, so the proxy's health check takes
     it out of rotation until a probe is due (`Standing.aside`); off: it stays in rotation and bounces them."""
     straggler_min_slice_ms: int = Field(default=1000, ge=0)
     """Measured time here before rates are compared, so one slow step (noise) does not bounce a call."""

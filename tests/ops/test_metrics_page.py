@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from mrtr_protocol.metrics import MetricsPage
+from mrtr_ops.metrics_page import MetricsPage
 
 PAGE = """\
 # HELP rejections_total Rejected states.
