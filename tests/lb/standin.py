@@ -244,8 +244,9 @@ async def wait_until(
         await asyncio.sleep(0.02)
 
 
-def jsonrpc_body(method: str = "tools/call", name: str = "echo") -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"name": name, "arguments": {}}}).encode()
+def jsonrpc_body(method: str = "tools/call", name: str = "echo", request_id: str | int = 1) -> bytes:
+    params = {"name": name, "arguments": {}}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode()
 
 
 async def backend_states(client: aiohttp.ClientSession, lb: RunningLB) -> dict[str, dict[str, Any]]:

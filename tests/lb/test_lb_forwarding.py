@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -10,6 +11,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
+from mrtr_lb.answers import jsonrpc_error_body, request_id_of
 from tests.lb.standin import MakeBackend, MakeLB, MakeRude, RudeMode, backend_states, jsonrpc_body, wait_until
 
 HOLD_BACK = 10.0  # only guards against hanging; never a speed assertion
@@ -27,13 +29,14 @@ async def test_delivered_then_dropped_is_502_and_not_retried(
     lb = await make_lb(backends=[rude.url, good.url])
 
     statuses = []
-    for _ in range(4):
-        async with client.post(f"{lb.url}/mcp", data=jsonrpc_body()) as resp:
+    for number in range(4):
+        sent = jsonrpc_body(request_id=f"call-{number}")
+        async with client.post(f"{lb.url}/mcp", data=sent) as resp:
             statuses.append(resp.status)
             if resp.status == 502:
                 body = await resp.json()
                 assert body["jsonrpc"] == "2.0"
-                assert body["id"] is None
+                assert body["id"] == f"call-{number}"  # MCP's schema wants the request's id, never null
                 assert body["error"]["code"] == -32603
                 assert body["error"]["message"].startswith("upstream failed: ")
             else:
@@ -243,3 +246,18 @@ async def test_client_leaving_an_sse_stream_frees_the_upstream(
 
     await wait_until(released, what="upstream stream released")
     assert not backend.sse_gate.is_set()
+
+
+@pytest.mark.parametrize(
+    ("body", "echoed"),
+    [
+        (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call"}', 7),
+        (b'{"jsonrpc": "2.0", "id": "a-7", "method": "tools/call"}', "a-7"),
+        (b'{"jsonrpc": "2.0", "method": "notifications/cancelled"}', None),  # a notification has no id
+        (b'{"jsonrpc": "2.0", "id": true, "method": "x"}', None),  # not an id JSON-RPC allows
+        (b'[{"jsonrpc": "2.0", "id": 1, "method": "x"}]', None),  # a batch
+        (b"{not json", None),
+    ],
+)
+def test_an_error_the_proxy_writes_answers_the_requests_id(body: bytes, echoed: str | int | None) -> None:
+    assert json.loads(jsonrpc_error_body("upstream failed: x", request_id=request_id_of(body)))["id"] == echoed

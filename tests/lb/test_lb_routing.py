@@ -112,7 +112,7 @@ async def test_no_backend_gives_503_with_retry_after(
         assert resp.headers["Retry-After"] == "3"
         body = await resp.json()
     assert body["jsonrpc"] == "2.0"
-    assert body["id"] is None
+    assert body["id"] == 1  # the request's own id, as MCP's schema wants
     assert body["error"]["code"] == -32603
     assert "no backend" in body["error"]["message"]
 

@@ -21,9 +21,26 @@ MAX_LINGERING = 256
 """Refused connections (over the cap) that may linger at once; more are closed right after their 503."""
 
 
-def jsonrpc_error_body(message: str, code: int = -32603) -> bytes:
-    """A small JSON-RPC error body: MCP clients parse it instead of choking on HTML."""
-    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+def jsonrpc_error_body(message: str, code: int = -32603, request_id: str | int | None = None) -> bytes:
+    """A small JSON-RPC error body: MCP clients parse it instead of choking on HTML.
+
+    `request_id`: the id of the request it answers, when one could be read (`request_id_of`); JSON-RPC's null
+    otherwise, which MCP's schema does not allow in an error response, so a client may refuse to read it.
+    """
+    error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return json.dumps(error).encode()
+
+
+def request_id_of(body: bytes) -> str | int | None:
+    """The JSON-RPC id of a request body, or None (not JSON, a batch, a notification, an id of another type).
+
+    Read only to answer a request the proxy could not forward: routing never looks at the body."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    found = message.get("id") if isinstance(message, dict) else None
+    return found if isinstance(found, str | int) and not isinstance(found, bool) else None
 
 
 def simple_response(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from mrtr_lb.answers import JSON, jsonrpc_error_body, simple_response
+from mrtr_lb.answers import JSON, jsonrpc_error_body, request_id_of, simple_response
 from mrtr_lb.backends import Backend, BackendPool
 from mrtr_lb.config import Settings
 from mrtr_lb.lean.http import ClientConnection, LeanRequest
@@ -73,7 +73,7 @@ class LeanProxy:
         code: int = -32603,
         extra: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
-        body = jsonrpc_error_body(message, code)
+        body = jsonrpc_error_body(message, code, request_id_of(req.body))
         client.write(
             simple_response(status, body, JSON, keep_alive=req.keep_alive, head=req.method == "HEAD", extra=extra)
         )
