@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from mrtr_ops.waiting import wait_until
+from mrtr_protocol.rounds import RETRYABLE_STATUSES
 from mrtr_protocol.tasks import EXTENSION_ID, TASK_METHODS
 from mrtr_protocol.wire import encode_request, request_headers, request_meta
 from tests.support.schema import check_server_message
@@ -86,14 +87,22 @@ class TaskClient:
         return self.request("tasks/cancel", {"taskId": task_id}, **kwargs)
 
     def wait_status(self, task_id: str, *statuses: str, timeout: float = 20.0) -> dict[str, Any]:
-        """Poll tasks/get until the status is one of `statuses` (a terminal status when none is named)."""
+        """Poll tasks/get until the status is one of `statuses` (a terminal status when none is named).
+
+        A poll the proxy could not deliver or get answered (502, 503, 504: a worker killed under it) is polled
+        again, as any client retries it."""
         wanted = statuses or TERMINAL
-        return wait_until(
-            lambda: task if (task := self.get(task_id))["status"] in wanted else None,
-            timeout=timeout,
-            interval=0.1,
-            what=f"task {task_id} to reach {wanted}",
-        )
+
+        def reached() -> dict[str, Any] | None:
+            try:
+                task = self.get(task_id)
+            except RpcError as refused:
+                if refused.status in RETRYABLE_STATUSES:
+                    return None
+                raise
+            return task if task["status"] in wanted else None
+
+        return wait_until(reached, timeout=timeout, interval=0.1, what=f"task {task_id} to reach {wanted}")
 
     def create(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> str:
         created = self.call_tool(name, arguments, **kwargs)
