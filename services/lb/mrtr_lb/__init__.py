@@ -36,13 +36,12 @@ One engine moves the bytes (`lean`); the modules above it hold the rules it keep
 from mrtr_lb.backends import Backend, BackendPool
 from mrtr_lb.config import Settings
 from mrtr_lb.discovery import Resolver, system_resolver
-from mrtr_lb.engines import Engine, create_app
+from mrtr_lb.engines import create_app
 from mrtr_lb.server import RunningLB, serve_until_signalled, start_server
 
 __all__ = [
     "Backend",
     "BackendPool",
-    "Engine",
     "Resolver",
     "RunningLB",
     "Settings",
