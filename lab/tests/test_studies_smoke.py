@@ -8,13 +8,10 @@ not in the product's CI.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 
-HANG_GUARD_SECONDS = 900
-"""Only against a hang: with two CPU hogs beside the suite, starting their clusters took over 180 s."""
+from benchmarks._smoke import run_tiny
 
 SMOKE = {
     "straggler": ["--quick", "--duration", "2", "--callers", "2", "--limit", "10000000", "--trace", "2"],
@@ -33,24 +30,7 @@ SMOKE = {
 
 @pytest.fixture(scope="module")
 def outputs() -> dict[str, tuple[int, str]]:
-    running = {
-        name: subprocess.Popen(
-            [sys.executable, "-m", f"mrtr_lab.{name}", *flags, "--no-report"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for name, flags in SMOKE.items()
-    }
-    done = {}
-    for name, process in running.items():
-        try:
-            output, _ = process.communicate(timeout=HANG_GUARD_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()  # its clusters' processes are its children's: they get SIGTERM from nobody, so say so
-            output = f"{name} did not finish in {HANG_GUARD_SECONDS} s\n{process.communicate()[0]}"
-        done[name] = (process.returncode, output)
-    return done
+    return run_tiny("mrtr_lab", SMOKE)
 
 
 @pytest.mark.slow

@@ -9,13 +9,9 @@ most of their time is process start-up, which overlaps well.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-HANG_GUARD_SECONDS = 900
-"""Only against a hang: with two CPU hogs beside the suite, starting their clusters took over 180 s."""
+from benchmarks._smoke import run_tiny
 
 SMOKE = {
     # three clusters (one per schedule): one worker each, not two; duration 0 is exactly one measured round
@@ -42,24 +38,7 @@ SMOKE = {
 
 @pytest.fixture(scope="module")
 def outputs() -> dict[str, tuple[int, str]]:
-    running = {
-        name: subprocess.Popen(
-            [sys.executable, "-m", f"benchmarks.{name}", *flags, "--no-report"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for name, flags in SMOKE.items()
-    }
-    done = {}
-    for name, process in running.items():
-        try:
-            output, _ = process.communicate(timeout=HANG_GUARD_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()  # its clusters' processes are its children's: they get SIGTERM from nobody, so say so
-            output = f"{name} did not finish in {HANG_GUARD_SECONDS} s\n{process.communicate()[0]}"
-        done[name] = (process.returncode, output)
-    return done
+    return run_tiny("benchmarks", SMOKE)
 
 
 @pytest.mark.slow
