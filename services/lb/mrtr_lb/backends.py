@@ -103,7 +103,6 @@ class BackendPool:
         self._cursor = 0
         self.picker: Callable[[list[Backend], Collection[Backend]], Backend | None] | None = None
         """Another way to choose (`balancing`, `MRTR_LB_BALANCE`); None: round robin on the cursor below."""
-        self._listeners: list[Callable[[], None]] = []
         self._join_listeners: list[Callable[[Backend], None]] = []
         for url in urls:
             self.add(url, source)
@@ -114,10 +113,6 @@ class BackendPool:
     def __len__(self) -> int:
         return len(self._backends)
 
-    def subscribe(self, listener: Callable[[], None]) -> None:
-        """Call `listener` after run-time membership changes (the health checker re-syncs its loops)."""
-        self._listeners.append(listener)
-
     def on_join(self, listener: Callable[[Backend], None]) -> None:
         """Call `listener` each time a backend becomes routable (healthy and not drained): capacity appeared."""
         self._join_listeners.append(listener)
@@ -125,10 +120,6 @@ class BackendPool:
     def _joined(self, backend: Backend) -> None:
         for listener in self._join_listeners:
             listener(backend)
-
-    def notify_changed(self) -> None:
-        for listener in self._listeners:
-            listener()
 
     def get(self, url: str) -> Backend | None:
         return next((b for b in self._backends if b.url == url), None)

@@ -64,8 +64,7 @@ async def background(
             from_file.refresh()
             tasks.append(asyncio.create_task(from_file.run(), name="file discovery"))
         await health.check_all()
-        health.sync()
-        pool.subscribe(health.sync)
+        health.sync()  # membership changes later come from discovery, which re-syncs it (`on_change`)
         rebalancer = _rebalancer(settings, pool, health_session, metrics)
         try:
             yield

@@ -26,6 +26,11 @@ __all__ = ["CONTENT_TYPE_LATEST", "LbMetrics", "RequestCounts"]
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
+REBALANCE_OUTCOMES = ("ok", "unauthorized", "refused", "unreachable")
+"""ok: 2xx with a rebalance answer; unauthorized: 401/403 (token missing or wrong); refused: any other answer
+(a 2xx that is not ``{"moved": N}`` too); unreachable: no answer."""
+
+
 class RequestCounts(Collector):
     """The per-request series as plain numbers, rendered at scrape time."""
 
@@ -108,7 +113,7 @@ class LbMetrics:
             ["outcome"],
             registry=r,
         )
-        for outcome in ("ok", "unauthorized", "refused", "unreachable"):
+        for outcome in REBALANCE_OUTCOMES:
             self.rebalance.labels(outcome)
         self.rebalance_moved = Counter(
             "mrtr_lb_rebalance_moved",

@@ -32,10 +32,6 @@ from mrtr_protocol.fleet import REBALANCE_PATH, moved_by
 
 log = logging.getLogger("mrtr_lb.rebalance")
 
-OUTCOMES = ("ok", "unauthorized", "refused", "unreachable")
-"""ok: 2xx with a rebalance answer; unauthorized: 401/403 (token missing or wrong); refused: any other answer
-(a 2xx that is not ``{"moved": N}`` too); unreachable: no answer."""
-
 
 class Rebalancer:
     """Collects joins and sends one round of rebalance calls per debounce window."""

@@ -120,10 +120,6 @@ class FastResume:
         self._max_body_bytes = max_body_bytes
         self._served = resumes.labels(outcome="served")
         self._fell_back = resumes.labels(outcome="fallback")
-        self.served = 0
-        """Rounds served here (the metric's value, readable without the registry)."""
-        self.fallbacks = 0
-        """Calls passed to the SDK's path untouched."""
 
     @classmethod
     def build(
@@ -163,11 +159,9 @@ class FastResume:
         if message["type"] == "http.request" and not message.get("more_body", False):
             plan = self._plan(scope, b"".join(m.get("body", b"") for m in messages))
         if plan is None:
-            self.fallbacks += 1
             self._fell_back.inc()
             await fallback(scope, _replay(messages, receive), send)
             return
-        self.served += 1
         self._served.inc()
         await self._commit(plan, scope, receive, send)
 

@@ -166,7 +166,6 @@ class TaskRunner:
         self._lifecycle = parts.lifecycle
         self._step_runner = parts.steps
         self._metrics = parts.metrics
-        self._concurrency = timing.concurrency
         self._capacity = asyncio.Semaphore(timing.concurrency)
         self._slice_ms = float(timing.slice_ms)
         self._lease_ms = timing.lease_ms
