@@ -298,7 +298,9 @@ def test_a_slow_runner_alone_takes_every_slice_at_once(redis_server: RedisServer
 
 # -- two worker processes, one throttled -------------------------------------------------------------------
 
-PROCESS_ARGUMENTS = {"limit": 50_000_000, "segment": 1_000_000}
+PROCESS_ARGUMENTS = {"limit": 200_000_000, "segment": 1_000_000}
+"""200 steps: many slices per task. With 50, the fast worker finished each task in its second slice, before the
+throttled one had measured itself against it, so the straggler rule was never exercised."""
 TASKS = 3
 
 
@@ -335,9 +337,9 @@ def test_task_slices_move_off_a_throttled_worker_and_the_results_are_exact(two_w
     moves = 0
     for task in done:
         assert task["status"] == "completed", task
-        assert task["result"]["structuredContent"] == {"count": KNOWN_COUNTS[50_000_000]}
+        assert task["result"]["structuredContent"] == {"count": KNOWN_COUNTS[200_000_000]}
         meta = task["result"]["_meta"]["mrtr-cluster.dev/compute"]
-        assert meta["steps"] == 50
+        assert meta["steps"] == 200
         moves += meta["moves"]
     slow_moves, fast_moves = _metric(slow_url, "straggler"), _metric(fast_url, "straggler")
     held_back = _page(slow_url).value("mrtr_worker_task_pull_waits_total")

@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, replace
@@ -441,7 +442,11 @@ class TaskRunner:
     async def _leave_to_others(self, taken: Slice, why: str) -> None:
         logger.warning("task %s: slice left to other instances: %s", taken.task_id, why)
         self._metrics.task_slices.labels(outcome="left").inc()
-        await asyncio.sleep(_BACKOFF_SECONDS)  # do not take it straight back
+        # Redis hands a new entry to the consumer blocked longest. This worker's loop blocked again the moment it
+        # took the slice; a fixed wait here put the slice back at the same point of every poll, so it always came
+        # back here and a peer that knows the job starved. A wait drawn anew each time breaks the lockstep.
+        poll = self._poll_ms / 1000
+        await asyncio.sleep(max(_BACKOFF_SECONDS, poll) + random.uniform(0, poll))
         await self._store.put_back(taken)
 
     async def _steps(
