@@ -1,9 +1,7 @@
 """Sync and async MRTR clients over httpx: thin runners around the I/O-free loops in `_loop` and `_tasks`.
 
-Every request goes through httpx unless the caller of the sync `Client` opts in
-to `lean_http=True`: the rounds then go over one keep-alive socket written and
-read by this package itself (`_lean_http`, about a sixth of httpx's CPU per
-hop, for load generators and benchmarks); streams stay on httpx.
+Every request goes through httpx; a caller that wants another transport (a proxy, TLS settings, a leaner
+connection for a load generator) passes its own `httpx.Client` or `httpx.AsyncClient`.
 
 Tasks (the `io.modelcontextprotocol/tasks` extension): `call_tool(..., task=True)`
 declares the extension; the server decides whether the call becomes a task.
@@ -24,7 +22,6 @@ from typing import Any, TypeVar, cast
 
 import httpx
 
-from mrtr_client import _lean_http
 from mrtr_client._http_stream import AsyncStreams, SyncStreams
 from mrtr_client._loop import Ask, Failure, Loop, Observe, Reply, RetryPolicy, Send, Step, new_id_source
 from mrtr_client._loop import mrtr_loop as _mrtr_loop
@@ -97,17 +94,9 @@ class Client(_Calls):
         token: str | None = None,
         http: httpx.Client | None = None,
         task_policy: TaskPolicy | None = None,
-        lean_http: bool = False,
     ) -> None:
-        """`lean_http=True` sends the rounds over the package's own keep-alive connection instead of httpx
-        when it can serve the URL as httpx would (plain http, no proxy from the environment, no `http` given);
-        otherwise, and by default, everything goes through httpx."""
         super().__init__(url, inputs, policy, headers, token, task_policy)
         self._http = http or httpx.Client(timeout=DEFAULT_TIMEOUT)
-        self._lean: _lean_http.LeanConnection | None = None
-        if lean_http and http is None and _lean_http.usable_for(url):
-            timeout = DEFAULT_TIMEOUT
-            self._lean = _lean_http.LeanConnection(url, connect_timeout=timeout.connect, read_timeout=timeout.read)
 
     def __enter__(self) -> Client:
         return self
@@ -116,8 +105,6 @@ class Client(_Calls):
         self.close()
 
     def close(self) -> None:
-        if self._lean is not None:
-            self._lean.close()
         self._http.close()
 
     def request(self, method: str, params: Mapping[str, Any] | None = None) -> CallResult:
@@ -204,12 +191,6 @@ class Client(_Calls):
 
     def _post(self, send: Send) -> Reply | Failure:
         started = time.perf_counter()
-        if self._lean is not None:
-            try:
-                status, headers, body = self._lean.post(send.body, send.headers, send.timeout)
-            except _lean_http.TransportError as exc:
-                return Failure(str(exc), _ms_since(started))
-            return Reply(status, headers, body, _ms_since(started))
         try:
             timeout = _timeout(send, self._http)
             response = self._http.post(self.url, content=send.body, headers=send.headers, timeout=timeout)

@@ -1,21 +1,20 @@
-"""One keep-alive HTTP/1.1 connection on a plain socket, for the sync client's rounds.
+"""One keep-alive HTTP/1.1 connection on a plain socket, as an httpx transport, for the benchmarks' clients.
 
-A hop is one POST and its reply; on loopback httpx spent about 1 ms of CPU on
-it (building the request through its client layers, cookies, auth and redirect
-hooks, h11's validation), three times what `http.client` takes for the same
-exchange, and `http.client` still spent most of the client's CPU per hop in
-`putheader` and the `email` header parser. `_http1` writes the same bytes
-and reads replies with httptools (llhttp) at a fraction of that. The sync
-`Client` uses this for its rounds when it owns its HTTP
-client and the URL is plain `http` with no proxy configured in the environment;
-anything else (https, a proxy, a caller's own `httpx.Client`, event streams
-that stay open) keeps httpx.
+A hop is one POST and its reply; on loopback httpx's default transport spent
+about 1 ms of CPU on it (h11's validation, httpcore's pool), three times what
+`http.client` takes for the same exchange, and `http.client` still spent most
+of its CPU per hop in `putheader` and the `email` header parser. `_http1`
+writes the same bytes and reads replies with httptools (llhttp) at a fraction
+of that. A benchmark whose clients share the machine with the fleet it
+measures (`hop_cost`) gives its `mrtr_client.Client` an `httpx.Client` over
+`LeanTransport`, so the client's share of the CPU stays small; the client
+library itself only ever speaks through httpx.
 
 Failures keep httpx's meaning for the MRTR loop: a connection that cannot be
-made, a send or a read that fails, or a timeout is a `TransportError` (the loop
-resends with the last state). Like httpcore, an idle connection the server has
-closed is noticed before reuse (its socket reads as ready) and replaced, so a
-keep-alive timeout never costs a round.
+made, a send or a read that fails, or a timeout is an `httpx.TransportError`
+(the loop resends with the last state). Like httpcore, an idle connection the
+server has closed is noticed before reuse (its socket reads as ready) and
+replaced, so a keep-alive timeout never costs a round.
 
 The request goes out in one write, head and body together (`http.client`
 writes them separately, which cost the receiving side two reads and two
@@ -31,7 +30,9 @@ from collections.abc import Mapping
 from contextlib import suppress
 from urllib.parse import urlsplit
 
-from mrtr_client._http1 import HttpError, ReplyReader, RequestHead, host_header, request_line_ok
+import httpx
+
+from benchmarks._http1 import HttpError, ReplyReader, RequestHead, host_header, request_line_ok
 
 
 class TransportError(Exception):
@@ -117,3 +118,37 @@ def _readable(sock: socket.socket) -> bool:
     except (OSError, ValueError):
         return True
     return bool(ready)
+
+
+class LeanTransport(httpx.BaseTransport):
+    """An httpx transport that POSTs to one plain-http URL over one `LeanConnection` (one per client, not shared).
+
+    Anything else (another URL, another method, a streamed body) is refused with a clear error rather than
+    sent some other way: a benchmark must know what it measures.
+    """
+
+    def __init__(self, url: str, *, connect_timeout: float | None = 5.0, read_timeout: float | None = 60.0) -> None:
+        if not usable_for(url):
+            raise ValueError(f"LeanTransport serves plain http with no proxy from the environment, not {url!r}")
+        self._url = httpx.URL(url)
+        self._connection = LeanConnection(url, connect_timeout=connect_timeout, read_timeout=read_timeout)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "POST" or request.url != self._url:
+            wanted = f"{request.method} {request.url}"
+            raise httpx.UnsupportedProtocol(f"LeanTransport only POSTs to {self._url}, not {wanted}")
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _SET_BY_THE_CONNECTION}
+        read = request.extensions.get("timeout", {}).get("read")
+        try:
+            status, reply_headers, body = self._connection.post(request.read(), headers, read)
+        except TransportError as exc:
+            raise httpx.TransportError(str(exc), request=request) from exc
+        return httpx.Response(status, headers=reply_headers, content=body, request=request)
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+_SET_BY_THE_CONNECTION = frozenset({"host", "content-length", "accept-encoding", "connection"})
+"""Headers httpx sets on every request that the connection writes itself (as `http.client` would): no compression
+asked for, keep-alive by HTTP/1.1's default."""

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from mrtr_client._http1 import HttpError, ReplyReader, RequestHead, host_header
+from benchmarks._http1 import HttpError, ReplyReader, RequestHead, host_header
 
 MCP_HEADERS = {
     "Content-Type": "application/json",

@@ -1,4 +1,4 @@
-"""The sync client's standard-library connection: replies, stale keep-alive connections, failures, when it is used."""
+"""The benchmarks' lean connection and its httpx transport: replies, stale keep-alive connections, failures."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import socket
 import threading
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
-from mrtr_client import Client
-from mrtr_client._lean_http import LeanConnection, TransportError, usable_for
+from benchmarks._lean_http import LeanConnection, LeanTransport, TransportError, usable_for
 
 REPLY = b'{"ok":1}'
 
@@ -90,20 +90,28 @@ def test_only_plain_http_without_a_proxy_uses_it(monkeypatch: pytest.MonkeyPatch
     assert not usable_for("https://example.test/mcp")
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
     assert not usable_for("http://example.test/mcp")
-    assert not Client("http://example.test/mcp", lean_http=True)._lean
+    with pytest.raises(ValueError, match="plain http with no proxy"):
+        LeanTransport("http://example.test/mcp")
     monkeypatch.setenv("NO_PROXY", "example.test")
     assert usable_for("http://example.test/mcp")
 
 
-def test_httpx_carries_every_round_unless_the_caller_opts_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    with Client("http://127.0.0.1:8080/mcp") as plain:
-        assert plain._lean is None
-    with Client("http://127.0.0.1:8080/mcp", lean_http=True) as lean:
-        assert lean._lean is not None
-    with Client("https://127.0.0.1:8080/mcp", lean_http=True) as secure:
-        assert secure._lean is None  # https: httpx, even when asked
+def test_a_client_over_the_transport_gets_each_reply_and_a_lost_server_is_a_transport_error(
+    server: ClosingServer,
+) -> None:
+    """The MRTR loop reads httpx's own errors: a refused connection must arrive as `httpx.TransportError`."""
+    url = f"http://127.0.0.1:{server.port}/mcp"
+    with httpx.Client(transport=LeanTransport(url)) as http:
+        reply = http.post(url, content=b'{"a":1}', headers={"Content-Type": "application/json"})
+        assert (reply.status_code, reply.content) == (200, REPLY)
+        with pytest.raises(httpx.UnsupportedProtocol, match="only POSTs to"):
+            http.get(url)
+    assert server.requests == [b'{"a":1}']
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{s.getsockname()[1]}/mcp"
+    with httpx.Client(transport=LeanTransport(gone)) as http, pytest.raises(httpx.TransportError, match="ConnectError"):
+        http.post(gone, content=b"{}")
 
 
 def test_an_interrupt_mid_exchange_never_leaves_the_connection_for_reuse(
@@ -116,7 +124,7 @@ def test_an_interrupt_mid_exchange_never_leaves_the_connection_for_reuse(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr("mrtr_client._http1.ReplyReader.read", interrupted)
+        patch.setattr("benchmarks._http1.ReplyReader.read", interrupted)
         with pytest.raises(KeyboardInterrupt):
             lean.post(b'{"a":1}', {"Content-Type": "application/json"})
     assert lean._sock is None
