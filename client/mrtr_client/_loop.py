@@ -1,26 +1,10 @@
 """The MRTR retry loop, free of I/O.
 
-The loop is a generator: it yields what it needs done (`Send` a request,
-`Ask` the input handler, `Sleep`) and is sent back what happened. The sync
-and async clients are thin runners around it, so both follow one set of
-rules:
-
-* every retry is a new JSON-RPC request with a new id, the original params,
-  fresh `_meta`, the `inputResponses` just gathered and the byte-exact
-  `requestState` last received (none if none was sent);
-* a round with only `requestState` is retried at once, after the server's
-  `retryAfterMs` hint if it gave one;
-* a request that was not delivered or got no answer (connection failure,
-  502/503/504 from a proxy) is sent again with the last state received, so
-  progress is never thrown away, within a retry budget;
-* a refused credential (401/403) ends the call at once: retrying cannot fix it;
-* rounds are capped; a result is read strictly (`_results`): an unknown
-  `resultType` is a protocol error (an absent one means `complete` only for
-  methods an earlier-version server answers too), as is a complete result
-  without the parts its method requires, `input_required` from a method that
-  may not return it, a non-string `requestState`, or a question of a kind
-  this request did not declare (`task` is known when the call declared the
-  tasks extension: the loop then ends there, and `_tasks` follows the task).
+The loop is a generator: it yields what it needs done (`Send` a request, `Ask` the input handler,
+`Sleep`) and is sent back what happened. The sync and async clients are thin runners around it, so
+both follow one set of rules (`docs/client.md`): a new request per retry with the byte-exact
+`requestState`, an undelivered request sent again with the last state within a retry budget, a refused
+credential final, rounds capped, and every result read strictly (`_results`).
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """Following a task by push: a `subscriptions/listen` naming it, free of I/O, beside the polling in `_tasks`.
 
-The rules:
-
-* the listen declares the tasks extension and names the one task in
-  `notifications.taskIds`; the server's acknowledgement must list it, or
-  push is refused (a worker without the extension, a task it will not name)
-  and the task is polled for the rest of the wait;
-* each `notifications/tasks` for the task is read like a `tasks/get` answer
-  (the full `DetailedTask`), so a pushed `completed` carries the result and
-  no poll is needed; the server sends the current state first, so nothing
-  that happened before the listen is missed;
-* a stream that drops, or that the server ends while the task is not
-  terminal (its worker drains), is followed by one poll (at the task's
-  `pollIntervalMs`), then a new listen, which the proxy sends to another
-  worker; after `TaskPolicy.max_relistens` such ends the task is polled:
-  the final result is never lost, only its delivery changes;
-* the time spent reading the stream counts toward `TaskPolicy.max_wait`,
-  checked at every message and keep-alive.
+A refused listen, a dropped stream or one ended early (its worker drains) falls back to a poll and a new
+listen, then to polling: the final result is never lost, only its delivery changes. The rules:
+`docs/client.md`, "Tasks".
 """
 
 from __future__ import annotations

@@ -1,38 +1,9 @@
 """Following a task (the tasks extension, SEP-2663), free of I/O, in the style of `_loop`.
 
-A call made "as a task" declares `io.modelcontextprotocol/tasks` in its
-`clientCapabilities` and runs the ordinary MRTR loop, which now also accepts
-a flat `CreateTaskResult`. The server decides: a complete result ends the
-call at once; a task is then followed by the rules here:
-
-* every `tasks/*` request names the task in `params.taskId` and in the
-  `Mcp-Name` header, and declares the extension again (the server never
-  infers it from earlier requests);
-* `tasks/get` is polled after the server's `pollIntervalMs`, clamped to the
-  policy's bounds (a default when the server gives none), until a terminal
-  status or the caller's overall wait runs out (the task then goes on, and
-  the error says so);
-* `input_required` questions go to the same input handler as MRTR rounds,
-  only the keys not answered before in this task (keys are never reused, and
-  a poll may show a key again before the server has read the answer), and are
-  sent with `tasks/update`; the task is read again at once;
-* `completed` is the call's result (a tool error stays a result with
-  `isError`); `failed` raises `TaskFailed` (an `RpcError`) with the task's
-  error; `cancelled` raises `TaskCancelled`;
-* any failure on the caller's side (an interrupt or a failing input handler,
-  thrown in by the runner) sends `tasks/cancel` once, with a short timeout,
-  before it goes on; a refusal by the server does not (a cancel would meet
-  the same refusal);
-* `tasks/*` requests are idempotent, so an undelivered one is sent again
-  within the retry policy's budget;
-* with `TaskPolicy.push` (the default) the task's changes are awaited on a
-  `subscriptions/listen` stream instead of polls, whenever the server
-  accepts one (`_push` says how a refusal or a drop falls back to polling);
-* every answer is read strictly (`snapshot_from`, `_results`): `tasks/get`,
-  `tasks/update` and `tasks/cancel` answer `resultType: "complete"`, a task
-  has every member the extension requires, and a completed task's result is
-  a complete tool result; anything else is a `ProtocolViolation` (which, like
-  any failure while following, cancels the task on the way out).
+A call made "as a task" declares `io.modelcontextprotocol/tasks` and runs the ordinary MRTR loop, which
+then also accepts a flat `CreateTaskResult`; a task is followed by polls (`tasks/get`), answers
+(`tasks/update`) and, on the caller's failure, one `tasks/cancel`, with pushed changes through `_push`
+when the server offers them. The rules, one by one: `docs/client.md`, "Tasks".
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A fixed number of slots taken first come, first served: the lean engine's cap on upstream connections.
 
-The same idea, names and wording as the worker's compute slots
-(``mrtr_worker.compute.slots``): one vocabulary, two copies. The proxy depends
-on no other package of the fleet (``mrtr-protocol`` would bring the MCP SDK
-into its image), so it cannot share the module; ``tests/lb/test_lb_slots.py``
-holds both copies to one contract. Forwarding takes a slot without awaiting
-when one is free (:meth:`Slots.try_acquire`, every request); only a request
-that must wait for one awaits :meth:`Slots.acquire`.
+The worker's compute slots (``mrtr_worker.compute.slots``) are the same idea with the same names; the
+two services share no code but `mrtr_protocol`'s contract, and ``tests/lb/test_lb_slots.py`` holds both
+copies to one contract. Forwarding takes a slot without awaiting when one is free (`Slots.try_acquire`).
 """
 
 from __future__ import annotations

@@ -1,61 +1,10 @@
-"""The shedding policy: when a computation is handed back to its client instead of running on.
+"""The shedding policy: when a round is handed back to its client instead of running on.
 
-All decisions are made at step boundaries, so a hand-back never loses more
-than the step in progress (and a drain takes at most one step):
-
-* admission: beyond `max_concurrent` running computations a new call is
-  handed back at once with its initial state (no work lost, no error);
-* pressure: while a call waits here for a slot, a computation that has run
-  its minimum slice yields;
-* time slice: a computation yields after `max_slice` even on an idle worker
-  (0 turns it off), which bounds the work lost if this instance dies;
-* drain: every computation yields at its next boundary;
-* fairness: a request already handed back `priority_after_hops` times is
-  not shed again (except by a drain or a straggler move): it waits for a
-  slot here instead, so no request starves and clients with a round cap
-  still finish;
-* straggler: the sealed state carries the step rate the computation saw on
-  earlier instances (`Pace`); an instance that, after a measured slice,
-  steps it at under `straggler_ratio` of that rate hands it on, prioritized
-  or not, and a round that lands on the straggler it last left (the proxy's
-  round robin brings it back) moves on at once. Such a move is for the
-  request's own good, so it does not age it towards priority; the server
-  cannot see the client's round cap, so the moves are bounded per request by
-  `straggler_budget`, carried in the state (with the SDK client's default cap
-  of 10 rounds, 4 ageing hops and 3 moves leave 3 rounds for questions and
-  drains).
-* standing: an instance that knows it is slow (`compute.standing`: its own
-  rate for the tool under `straggler_ratio` of the paces its peers gave the
-  calls that arrive) hands a round on at admission, before any step: the
-  same move (no ageing, retried at once, within the budget), without the
-  measured slice the rule above costs each call that lands there. The
-  instance that takes a round straight from a straggler serves it like a
-  prioritized one (`Run.fled`), or round robin would bring it back there.
-  It keeps its standing while it hands rounds on, and lets one round at a
-  time run as a probe when its own rate is old (`Standing.judge`). A round
-  whose pace says nothing of another instance (a new call, or one measured
-  here alone) is measured against the peers' paces seen here
-  (`Boundary.reference`), so it does not spend a whole time slice here.
-* queue: a prioritized request queued here for a slot hands back (retried
-  at once) when the operator says capacity appeared elsewhere (a scale-out:
-  `POST /admin/rebalance`), or after `queue_wait_ms` if set, so new
-  instances with free slots take it instead of the queue of an
-  oversubscribed instance. It has run nothing here, so it loses nothing;
-  like a straggler move it does not age the request and it spends the same
-  per-request budget of moves, so the round cap's arithmetic above holds; once the budget is spent the
-  request waits for its slot as before (no starvation). The timer is off by
-  default: measured on a scale-out after 10 s of overload, the queued
-  requests had spent their moves bouncing between full queues before the
-  new instances came (`lab/mrtr_lab/_why_shed/timeline.py`), so a blind wait
-  only costs rounds; the rebalance is the signal that capacity appeared.
-
-Task slices (`tasks.runner`) follow the same rules where they apply, through
-`task_slice_end`: the checkpoint carries the pace, a slice measured well
-below it ends at that boundary and goes back on the queue (a move), and a
-slice taken by the straggler it fled goes back at once. A task has no round
-cap and never ages, so the budget bounds moves in a row: a slice that runs
-to its normal end (after the budget, at the latest) resets it, and no slice
-moves when no other instance could take it (one worker).
+Decisions fall only at step boundaries, so a hand-back never loses more than the step in progress. The
+engine asks one question at each moment a round can end: `SheddingPolicy.arrives` (run, hand back, or
+wait for a slot) and `SheddingPolicy.at_step_end` (hand back or go on); task slices ask
+`task_slice_end`. The rules behind the answers (admission, pressure, time slice, drain, fairness,
+straggler, standing, queue) and the words for them are in `docs/policy.md`, one table row each.
 """
 
 from __future__ import annotations

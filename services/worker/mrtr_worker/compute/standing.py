@@ -1,11 +1,9 @@
 """An instance's standing against its peers for MRTR calls, learned from the sealed states alone.
 
-Why (issue 13 §1, `docs/lab/studies.md` "Stragglers"): the per-slice straggler rule moves a call only
-after a measured slice (1 s) on the slow instance, and round robin lands a call there one time in
-three at every hop, so with 3.4 s calls the tail stayed at 2.2x healthy. A slow instance has to know
-it is slow before it runs a step, as the task runner's slow worker does (`tasks.straggling`), but
-without a shared store: each resumed round brings in `trace.pace`, the rate its earlier instances
-gave it, so the paces that arrive are a sample of the peers' rates for that tool.
+A slow instance has to know it is slow before it runs a step, or round robin lands a call there at
+every hop and the per-slice rule moves it only after a measured slice. There is no shared store: each
+resumed round brings `trace.pace`, the rate its earlier instances gave it, so the paces that arrive
+are a sample of the peers' rates for that tool.
 
 * `Standing.observe`: this instance's own step rate per tool, weighted over its slices.
 * `Standing.bring`: the paces arriving from peers. A pace whose newest slice ran here (the round
@@ -20,17 +18,11 @@ gave it, so the paces that arrive are a sample of the peers' rates for that tool
 * `Standing.reference`: the peers' recent rate, the yardstick of the per-slice rule for a round that
   brings no pace of its own (a new call) or only one measured here.
 
-Peer paces are forgotten after `PEER_STALE_SECONDS`; the newest few count. The own rate is not: a
-slow instance that hands every round on measures nothing, and forgetting made it run both slots'
-calls at its slow speed for a couple of slices every stale period (the slowest calls of the
-benchmark were those). Once its own rate is older than `PROBE_EVERY`, one round at a time runs here
-as a probe (the per-slice rule moves it after its measured slice if it is still slow), and its
-slice confirms the standing or, weighted in, lifts a recovered instance out of it.
-
-An instance that steps aside (`for_step_aside`) probes a verdict no probe has confirmed after
-`PROBE_SOON` instead: a pause (a long garbage collection) reads as slowness to the slices it
-stalled, and out of rotation until `PROBE_EVERY` the instance was lost to the fleet for 10 s after
-each 2 s pause (the fleet simulator's gc scenario, 10 instances: p99.9 worse than hedging's).
+Peer paces are forgotten after `PEER_STALE_SECONDS`; the newest few count. The own rate is not (a
+slow instance that hands every round on measures nothing); once it is older than `PROBE_EVERY`, one
+round at a time runs here as a probe, whose slice confirms the standing or lifts a recovered instance
+out of it. One that steps aside probes an unconfirmed verdict after `PROBE_SOON` instead, as a pause
+(a long garbage collection) reads as slowness to the slices it stalled. Figures: `docs/lab/studies.md`.
 """
 
 from __future__ import annotations

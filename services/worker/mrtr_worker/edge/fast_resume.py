@@ -1,37 +1,20 @@
 """The resume fast path: a computation's retry served without the SDK's generic dispatch.
 
-Under shedding most of a worker's traffic is one shape: a `tools/call` of a silent
-computation tool that carries the `requestState` of its previous round and nothing
-else to answer. The SDK serves it through its generic kernel (a Starlette request,
-a per-request connection, session and context, pydantic models of every envelope,
-a middleware chain around a dispatch table), close to half of the worker's CPU per
-hop. This module serves that one shape by calling the same checks directly:
+Under shedding most of a worker's traffic is one shape: a `tools/call` of a silent computation tool
+carrying only the `requestState` of its previous round. The SDK serves it through its generic kernel
+(a Starlette request, a per-request session and context, pydantic models of every envelope, a
+dispatch table), close to half of the worker's CPU per hop. This module calls the same checks
+directly: the transport's (content type, Host and Origin, Accept, the routing headers against the
+body, the per-version validation of the params), the SDK's own `RequestStateBoundary` check through
+`edge.state_probe` (no claim check is written here), and the tool's argument model. Only when every
+one passes does it commit: it runs the worker's middleware chain around the tool with the state
+already unsealed and writes the answer with the SDK's own serializer, the same bytes and metrics.
 
-* the transport's: content type, Host and Origin (DNS rebinding), Accept, the
-  duplicated routing headers, the modern ladder (`classify_inbound_request`:
-  protocol version and the `Mcp-Method`/`Mcp-Name` headers against the body),
-  the `Mcp-Param` header check, and the per-version surface validation of the params;
-* the requestState boundary's: the SDK's own `RequestStateBoundary` checks (the fleet
-  codec's size, MAC and key, then every envelope claim, the caller from `auth.py`), called
-  through `edge.state_probe` so that looking leaves no trace; no claim check is written here;
-* the tool's own argument validation (its SDK `fn_metadata`).
-
-Only when every one of them passes does it commit: it counts the opened key and
-runs the worker's own middleware chain (`ObserveRequests`, `LimitAnswers`,
-`ReplayGuard`, ...) with the boundary's unseal already done and its seal applied
-on the way out, around the tool itself (so `engine.run` as the pack calls it), and
-shapes and writes the answer with the SDK's own serializer and writer: the same
-bytes, the same metrics.
-
-The safety rule: it handles only the happy path. Anything it does not fully
-recognise before committing (unparsable JSON, an odd envelope, a header mismatch,
-`inputResponses`, a state the SDK's boundary refuses, arguments that fail validation,
-a tool it does not serve) hands the untouched request (the same body messages, replayed)
-to the SDK's path, which answers exactly as before. Nothing before the commit has a side
-effect (no metric, no log line, no spent state), so every error answer is the SDK's own,
-byte for byte (`tests/worker/edge/test_fast_resume_corpus.py` holds it to that). It
-is off when tracing is configured (the SDK's span middleware would be skipped) and for
-any middleware or extension it does not know.
+The safety rule: anything it does not fully recognise before committing (odd JSON or envelope, a
+header mismatch, `inputResponses`, a state the boundary refuses, bad arguments, an unknown tool) is
+replayed untouched into the SDK's path. Nothing before the commit has a side effect, so every error
+answer is the SDK's own, byte for byte (`tests/worker/edge/test_fast_resume_corpus.py`). It is off
+when tracing is configured and for any middleware or extension it does not know.
 """
 
 from __future__ import annotations

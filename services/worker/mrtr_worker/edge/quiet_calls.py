@@ -1,37 +1,19 @@
 """Quiet tools answer JSON at once, without the SDK's event-stream deferral.
 
-In its default mode the SDK's stateless handler runs every call in a task
-group beside a disconnect watcher, behind a zero-size stream, so that a long
-round can turn into an event stream (pings, progress). That machinery was
-the largest cost left on a trivial call (a third of the SDK app's CPU per
-call, measured by `benchmarks/worker_overhead.py`). A tool that never sends a
-notification and always returns at once gains nothing from it: a pack
-declares such a tool quiet (`env.quiet.declare(name)`), and its `tools/call`
-takes the SDK's JSON path. The answer is the same bytes the deferral would
-have written (a call that ends inside the deferral window is answered as
-JSON there too).
+The SDK's stateless handler runs every call in a task group beside a disconnect watcher, behind a
+zero-size stream, so that a long round can turn into an event stream: a third of the SDK app's CPU
+on a trivial call (`benchmarks/worker_overhead.py`). A tool that never notifies and always returns
+at once is declared quiet (`env.quiet.declare`) and its `tools/call` takes the SDK's JSON path, with
+the bytes the deferral would have written. The tool is read from the `Mcp-Name` header; the SDK then
+checks it against the body, so a client that lies only loses its own pings.
 
-The tool is read from the `Mcp-Name` header, never the body; the SDK's
-handler then checks that the header matches the body (a mismatch is
-refused), so a client that lies only loses its own pings.
-
-A tool that never notifies but may run long (a computation's round: a
-slice, or a wait for a compute slot) is declared silent (`env.quiet.declare_silent`).
-Its calls keep what the deferral gives them, done with plain asyncio instead of
-anyio's task group and zero-size stream: the round runs in one task, a
-disconnect watcher starts once the body is read and cancels it when the client
-leaves, and a round still running after the SDK's ping interval commits to an
-event stream with the SDK's keep-alive pings and ends with the response as its
-one event. A round that ends inside the window (every hand-back of a sliced
-computation) is answered as JSON, the bytes the SDK would have written. Only a
-request that accepts event streams takes this path (the SDK's streaming mode
-refuses the others with 406, and still does). Everything else (the conformance
-pack's progress, `subscriptions/listen`) keeps the SDK's manager and its event
-streams.
-
-A silent tool's resumed round (a retry carrying its `requestState` and nothing else)
-may take the resume fast path (`mrtr_worker.edge.fast_resume`) inside the same deferral:
-it serves the plain case itself and replays anything else into the SDK's handler.
+A tool that never notifies but may run long (a computation's round) is declared silent
+(`env.quiet.declare_silent`): its calls keep what the deferral gives, in plain asyncio. The round runs
+in one task, a disconnect watcher cancels it when the client leaves, and a round still running after
+the SDK's ping interval commits to an event stream with the SDK's keep-alive pings; one that ends
+inside the window (every hand-back) is answered as JSON. Only requests that accept event streams take
+this path; anything else keeps the SDK's manager. A silent tool's resumed round may take
+`edge.fast_resume` inside the same deferral.
 """
 
 from __future__ import annotations

@@ -1,46 +1,12 @@
 """Runs task slices: takes them from the Redis Stream consumer group, steps the job, checkpoints, hands on.
 
-A slice is one run of a task from its last checkpoint for up to
-`task_slice_ms`. At every step boundary the runner checks the task's plain
-status (a cancel shows there at once and stops the job at that boundary),
-renews its lease, and asks the job for questions (the task pauses in
-input_required). A slice ends with one transaction that writes the
-checkpoint, acknowledges the slice and queues the next one, so the queue
-always holds exactly the work that remains.
-
-Failure modes:
-
-* worker killed mid-slice: Redis drops its connections at once, and the
-  next heartbeat round of any live worker (every `beat_ms`) sees it gone
-  and claims its pending slices (`tasks.presence`); each runs again from
-  the last checkpoint (at most one slice of work is lost, and the step
-  count stays exact because steps count only at commit);
-* worker frozen (SIGSTOP) or cut off from Redis: its heartbeat expires
-  after `dead_ms` and its slices are claimed the same way. When it wakes,
-  its next step boundary or commit finds the slice fenced (`tasks.leases`:
-  another worker began it since, with a newer token): it stops, commits
-  nothing and counts nothing. A live worker stuck without heartbeats being
-  missed is caught by the lease instead (XAUTOCLAIM after `task_lease_ms`);
-* worker drained (SIGTERM, `/admin/drain`): it takes no new slice, and each
-  running slice commits and requeues at its next step boundary; the drain
-  waits for that (the slice holds the lifecycle busy);
-* Redis unreachable: the loops back off and retry; a slice that cannot
-  commit is simply not acknowledged and comes back after its lease, from
-  the last checkpoint;
-* a job that raises (or exits) fails its task with a clear error; one that
-  never ends fails when its slices have run `max_run_ms` in all.
-
-Shared load and stragglers (issue 13): a slice of a job that computes holds
-one of the engine's compute slots while it runs, so a worker busy with task
-slices refuses MRTR calls at admission like any busy worker, and a worker
-whose slots are all taken takes no slice from the queue (others will). At
-each step boundary the shedding policy's `task_slice_end` decides: a drain,
-a straggler move (this instance steps the task well below the pace its
-checkpoint carries; the slice goes back on the queue for a faster worker),
-pressure (a call queued here for a slot), or the slice's end. And a worker
-that has measured itself well below its peers pulls less
-(`tasks.straggling`): it leaves fresh slices to them, takes only slices that
-waited a whole slice length, and keeps those to their end.
+A slice is one run of a task from its last checkpoint for up to `task_slice_ms`. At every step boundary
+the runner checks the task's plain status (a cancel stops the job there), renews its lease, asks the job
+for questions and asks the shedding policy's `task_slice_end` whether the slice ends (drain, straggler
+move, pressure). A slice ends with one transaction that writes the checkpoint, acknowledges the slice and
+queues the next one, so the queue always holds exactly the work that remains. What happens when a worker
+is killed, frozen, drained or cut off from Redis, and how a slow worker pulls less, is in `docs/tasks.md`
+("Where the work runs", "One set of compute slots, and the straggler rule").
 """
 
 from __future__ import annotations

@@ -1,53 +1,9 @@
 """Task records, the per-principal cap and the queue of runnable slices, all in one Redis.
 
-Layout (every key under the configured prefix):
-
-* `task:{id}`: a hash of `rec` (the sealed record), `rev` (a revision counter
-  bumped by every write) and `status` (plain: it reveals nothing, and the
-  runner reads it at every step to notice a cancel cheaply), plus `lease`
-  (the fencing token, bumped by every slice begun), `holder` (the worker
-  that began the last slice) and `commit` (the last commit's id), all
-  written by the scripts of `tasks.leases`. Its expiry is the task's TTL,
-  reset by every write: Redis itself removes a task that saw no activity
-  for that long, and never sooner.
-* `live:{principal digest}`: a sorted set of the principal's unfinished
-  tasks, scored by their expiry, for the cap.
-* `slices` (a stream) with the consumer group `workers`: one message per
-  runnable slice, `{task, rev}`. A worker reads with XREADGROUP as its
-  instance id; the message stays pending (leased) until acknowledged; a
-  slice whose worker died is claimed at once by a live worker
-  (`tasks.presence`, with `alive:{worker}` heartbeat keys), or with
-  XAUTOCLAIM after the lease as a backstop.
-* `history` (a stream, only with `MRTR_WORKER_TASK_HISTORY_MAX` > 0): every
-  slice begun and every commit tried (`tasks.leases`), for the chaos checker.
-* `runners`: a sorted set of the workers taking slices, scored by when each
-  last said so (`heartbeat`), so a worker knows whether anyone else could
-  take a slice it puts back (the straggler rule).
-* `runner-rates`: a hash of each such worker's recent step rates per job
-  (JSON, written with its heartbeat), so a worker knows whether it steps
-  well below its peers (`tasks.straggling`).
-* `task-changes` (a pub/sub channel): the id of every task just written,
-  published in the same transaction as the write, so any worker's listen
-  streams (`tasks.push`) learn of a change made by any other worker.
-
-Key rotation: `reseal_all` walks the records (SCAN, never KEYS) and re-seals
-any not under the current primary, writing only `rec`: the revision (which
-queued slices carry) and the expiry stay as they were. The rolling upgrade
-runs it before retiring the old key, so no record is left that only it opens.
-
-Every write is one optimistic transaction (WATCH the task, check `rev`,
-MULTI/EXEC), or for a slice's commit one script (`tasks.leases`, fenced):
-the checkpoint, the acknowledgement of the slice just run and the message
-of the next one land together or not at all, so a slice is never lost and
-never runs from a stale checkpoint.
-
-Replicas (Sentinel mode): the writes that acknowledge something (a creation,
-a checkpoint, a re-seal, a slice's fenced commit) go through `transaction`,
-which with `MRTR_WORKER_REDIS_WAIT_REPLICAS` set sends Redis's `WAIT` after
-EXEC and raises `NotReplicated` when too few replicas confirmed in time (the
-write stays on the primary: Redis has no rollback). Acknowledgements of
-slices and put-backs do not wait: losing one in a failover brings a slice
-back through its lease, which the revision check already handles.
+Every write is one optimistic transaction (WATCH the task, check `rev`, MULTI/EXEC), or for a slice's
+commit one fenced script (`tasks.leases`): the checkpoint, the acknowledgement of the slice just run and
+the message of the next one land together or not at all, so a slice is never lost and never runs from a
+stale checkpoint. The keys, key rotation and what waits for replicas: `docs/tasks.md`, "The Redis layout".
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The task side of the straggler rule: a worker that has measured itself slow pulls less.
 
-Why (issue 13 §1, the per-slice trace of `lab/mrtr_lab/straggler.py --tasks`): slices are pulled, and an
-idle worker's blocked read is first in line, so a slow worker took a task's next slice straight back
-after putting it on the queue. A task whose first slice ran there (no pace yet to judge it by) carried
-the slow worker's own rate as its pace and never moved: whole tasks ran at a quarter speed. Judging a
-slice alone cannot fix that; the worker itself has to know it is slow, and a slow puller should pull
-less:
+Slices are pulled, and an idle worker's blocked read is first in line, so a slow worker would take
+a task's next slice straight back after putting it on the queue; a task that ran only there carries
+its rate as its pace and never moves. So the worker itself has to know it is slow, and pull less:
 
 * `Standing`: this worker's recent step rate per job, weighted over its slices. Each worker's
   heartbeat carries it to the store, beside its name; a worker stepping a job under the straggler
