@@ -23,12 +23,26 @@ from mrtr_ops.waiting import wait_until
 LOOPBACK = "127.0.0.1"
 
 
+_handed_out: set[int] = set()
+_REMEMBERED_AT_MOST = 10_000
+
+
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on loopback that nothing listens on right now, and not one this process handed out before.
+
+    A port is only taken when its process binds it, later: the kernel may offer a port again once the probe
+    socket closes, and a cluster that picked its proxy's admin port before its workers' ports saw a worker
+    take it first (the proxy then failed to start). So a port goes out once per process.
+    """
+    if len(_handed_out) > _REMEMBERED_AT_MOST:
+        _handed_out.clear()  # a long run: forget the oldest batch rather than run out of the ephemeral range
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOOPBACK, 0))
+            port: int = sock.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 class NotReady(RuntimeError):
