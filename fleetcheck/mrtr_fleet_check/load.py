@@ -42,6 +42,9 @@ class CallRecord:
     """Why the call neither completed nor got a clear error (a timeout, undelivered rounds)."""
     instances: list[str] = field(default_factory=list)
     versions: list[str] = field(default_factory=list)
+    """The versions the server named (its `X-Worker-Version`), in order of first visit."""
+    finished_by: str | None = None
+    """The version that gave the last answer, when the server names it: the one whose answer the call must equal."""
 
     @property
     def completed(self) -> bool:
@@ -59,6 +62,7 @@ def _record(call: Call, trace: CallTrace, **outcome: Any) -> CallRecord:
         questions=dict(Counter(q.key for q in trace.questions)),
         instances=trace.instances,
         versions=trace.versions,
+        finished_by=trace.hops[-1].version if trace.hops else None,
         **outcome,
     )
 

@@ -38,8 +38,8 @@ def _wanted(record: CallRecord, call: Call, references: References) -> list[Answ
     if call.expect.text is not None:
         return [answer_of(None, call.expect.text, False)]
     by_version = references.get(call_key(call.tool, call.arguments), {})
-    finished = [by_version[v] for v in record.versions[-1:] if v in by_version]  # when the server names its version
-    return finished or list(by_version.values())
+    finished = by_version.get(record.finished_by or "")  # when the server names its version
+    return [finished] if finished is not None else list(by_version.values())
 
 
 def compare(

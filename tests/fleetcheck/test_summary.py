@@ -28,10 +28,11 @@ def record(**fields: object) -> CallRecord:
 
 
 def test_an_answer_is_held_to_the_reference_of_the_version_that_finished_it() -> None:
-    by_v1 = record(structured={"total": 3}, versions=["1"])
-    by_v2 = record(structured={"total": 30}, versions=["1", "2"])
-    wrong = record(structured={"total": 3}, versions=["1", "2"])
-    mismatches, lost = compare([by_v1, by_v2, wrong], [ADD], REFERENCES)
+    by_v1 = record(structured={"total": 3}, versions=["1"], finished_by="1")
+    by_v2 = record(structured={"total": 30}, versions=["1", "2"], finished_by="2")
+    back_on_v1 = record(structured={"total": 3}, versions=["1", "2"], finished_by="1")
+    wrong = record(structured={"total": 3}, versions=["1", "2"], finished_by="2")
+    mismatches, lost = compare([by_v1, by_v2, back_on_v1, wrong], [ADD], REFERENCES)
     assert [(m.got, m.wanted) for m in mismatches] == [("{'total': 3}", "{'total': 30}")]
     assert lost == []
 
