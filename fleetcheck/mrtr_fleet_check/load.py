@@ -17,10 +17,15 @@ from typing import Any
 import httpx
 
 from mrtr_client import Client, MrtrError, RetryPolicy, RpcError
-from mrtr_client.trace import CallTrace
+from mrtr_client.trace import CallTrace, Hop
 from mrtr_fleet_check.scenario import Call, Scenario
+from mrtr_protocol import WORKER_ID_HEADER, WORKER_VERSION_HEADER
 
-NOT_ROUNDS = frozenset({"complete", "error", "task", "transport"})
+TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+"""A round's answer may take as long as the client's own default allows; a connect, not."""
+SEEN = "seen"
+"""The reason of a hop known only from its response's headers (a failed call's)."""
+NOT_ROUNDS = frozenset({"complete", "error", "task", "transport", SEEN})
 """Hop reasons that do not end an `input_required` round."""
 
 
@@ -51,7 +56,26 @@ class CallRecord:
         return self.error is None and self.lost is None
 
 
-def _record(call: Call, trace: CallTrace, **outcome: Any) -> CallRecord:
+class Visits:
+    """Where each HTTP exchange of the current call landed, from the server's `X-Worker-Id`/`X-Worker-Version`.
+
+    An httpx response hook: a call that fails raises without its trace, and this still says which
+    instances and versions it met before the error.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str | None, str | None]] = []
+
+    def __call__(self, response: httpx.Response) -> None:
+        self.seen.append((response.headers.get(WORKER_ID_HEADER), response.headers.get(WORKER_VERSION_HEADER)))
+
+    def trace(self) -> CallTrace:
+        """A trace of bare hops (no reason) for a call that failed."""
+        hops = [Hop(instance, version, SEEN, None, 0.0) for instance, version in self.seen]
+        return CallTrace(hops=hops)
+
+
+def record_of(call: Call, trace: CallTrace, **outcome: Any) -> CallRecord:
     rounds = sum(1 for hop in trace.hops if hop.reason not in NOT_ROUNDS)
     asked = len({q.round for q in trace.questions})
     return CallRecord(
@@ -67,15 +91,16 @@ def _record(call: Call, trace: CallTrace, **outcome: Any) -> CallRecord:
     )
 
 
-def run_call(client: Client, call: Call) -> CallRecord:
+def run_call(client: Client, call: Call, visits: Visits) -> CallRecord:
     client.inputs = call.inputs()
+    visits.seen.clear()
     try:
         done = client.call_tool(call.tool, call.arguments, task=call.task)
     except RpcError as exc:
-        return _record(call, CallTrace(), error=exc.message)  # the error carries no trace
+        return record_of(call, visits.trace(), error=exc.message)
     except (MrtrError, httpx.HTTPError) as exc:
-        return _record(call, CallTrace(), lost=f"{type(exc).__name__}: {exc}")
-    return _record(call, done.trace, structured=done.structured, text=done.text, is_error=done.is_error)
+        return record_of(call, visits.trace(), lost=f"{type(exc).__name__}: {exc}")
+    return record_of(call, done.trace, structured=done.structured, text=done.text, is_error=done.is_error)
 
 
 class Load:
@@ -115,8 +140,10 @@ class Load:
         weights = [call.weight for call in calls]
         token = self._scenario.tokens[0] if self._scenario.tokens else None
         policy = RetryPolicy(restart_unreadable_state=False)
-        with Client(self._url, policy=policy, token=token) as client:
+        visits = Visits()
+        http = httpx.Client(timeout=TIMEOUT, event_hooks={"response": [visits]})
+        with Client(self._url, policy=policy, token=token, http=http) as client:
             while not self._stop.is_set():
-                record = run_call(client, rng.choices(calls, weights)[0])
+                record = run_call(client, rng.choices(calls, weights)[0], visits)
                 with self._lock:
                     self._records.append(record)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_worker.sealing.keyring import new_ring
 
 pytestmark = pytest.mark.slow  # starts instances, the proxy and the load as processes
@@ -24,13 +25,14 @@ ROOT = HERE.parent.parent
 
 WORKER_SCENARIO = """
 name = "mrtr-worker"
+tokens = [{alice!r}, {bob!r}]
 
 [[call]]
 tool = "link_accounts"    # a question a round; version 2 asks one login more
 
 [[call]]
 tool = "count_primes"     # hand-backs with no question
-arguments = { limit = 300000 }
+arguments = {{ limit = 300000 }}
 """
 
 
@@ -51,11 +53,13 @@ def test_our_worker_passes_through_a_rolling_update(tmp_path: Path) -> None:
     ring.write_text(new_ring("fleet-check").dumps())
     ring.chmod(0o600)
     scenario = tmp_path / "worker.toml"
-    scenario.write_text(WORKER_SCENARIO)
+    issuer = DevIssuer.generate()
+    issuer.write(tmp_path / "issuer")
+    scenario.write_text(WORKER_SCENARIO.format(alice=issuer.mint("alice"), bob=issuer.mint("bob")))
     settings = (
         "MRTR_WORKER_PORT={port} MRTR_WORKER_HOST=127.0.0.1 MRTR_WORKER_INSTANCE_ID=$MCP_INSTANCE "
-        f"MRTR_WORKER_VERSION=$MCP_VERSION MRTR_WORKER_KEYRING_FILE={ring} MRTR_WORKER_ALLOW_ANONYMOUS=true "
-        "MRTR_WORKER_TOOL_PACKS=demo,compute"
+        f"MRTR_WORKER_VERSION=$MCP_VERSION MRTR_WORKER_KEYRING_FILE={ring} MRTR_WORKER_ALLOW_ANONYMOUS=false "
+        f"MRTR_WORKER_JWT_PUBLIC_KEY_FILE={tmp_path / 'issuer' / PUBLIC_KEY_NAME} MRTR_WORKER_TOOL_PACKS=demo,compute"
     )
     v1 = f"sh -c {shlex.quote(f'{settings} exec {sys.executable} -m mrtr_worker')}"
     status, report, printed = run_check(tmp_path, v1, scenario, "pass")
@@ -68,6 +72,7 @@ def test_our_worker_passes_through_a_rolling_update(tmp_path: Path) -> None:
     assert report["probes"]["across_instances"].startswith("accepted")
     assert report["probes"]["after_upgrade"].startswith("accepted")
     assert report["probes"]["tampered"].startswith("refused")
+    assert report["probes"]["foreign_principal"].startswith("refused")  # alice's state under bob's token
     assert "verdict: pass" in printed
 
 
