@@ -105,7 +105,7 @@ def run_check(options: Options) -> Summary:
     references: dict[str, dict[str, probes.Answer]] = {}
     with running(options) as fleet, httpx.Client(timeout=60.0) as http:
         first, second = (fleet.mcp(i) for i in fleet.instances[:2])
-        protocol = probes.protocol_probe(http, first)
+        protocol = probes.protocol_probe(http, first, token)
         across = probes.across_instances(http, first, second, calls, token)
         tampered = probes.tamper(http, first, calls, token)
         foreign = probes.foreign_principal(http, first, calls, scenario.tokens)

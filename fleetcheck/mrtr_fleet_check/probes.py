@@ -35,8 +35,8 @@ class Sealed:
     responses: dict[str, Any]
 
 
-def protocol_probe(http: httpx.Client, url: str) -> Protocol:
-    listed = send_round(http, url, "tools/list", {}, {})
+def protocol_probe(http: httpx.Client, url: str, token: str | None = None) -> Protocol:
+    listed = send_round(http, url, "tools/list", {}, {}, token=token)
     if listed.kind != "error":
         return Protocol(speaks_current=True)
     body = {
@@ -50,6 +50,8 @@ def protocol_probe(http: httpx.Client, url: str) -> Protocol:
         },
     }
     headers = {"Accept": "application/json, text/event-stream", PROTOCOL_VERSION_HEADER: EARLIER_VERSION}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     try:
         answer = http.post(url, json=body, headers=headers)
         issues = SESSION_HEADER in answer.headers

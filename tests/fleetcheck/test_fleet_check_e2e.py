@@ -69,6 +69,7 @@ def test_our_worker_passes_through_a_rolling_update(tmp_path: Path) -> None:
     assert report["visited_both_versions"] > 0  # the update happened under load: calls begun on v1 ended on v2
     assert report["questions_asked_twice"] == 0
     assert report["hand_backs"] > 0
+    assert report["probes"]["session_free_2026_07_28"] == "yes"
     assert report["probes"]["across_instances"].startswith("accepted")
     assert report["probes"]["after_upgrade"].startswith("accepted")
     assert report["probes"]["tampered"].startswith("refused")
