@@ -8,7 +8,7 @@ runs through it, so calls begun on version 1 finish on version 2.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,7 @@ import httpx
 from mrtr_fleet_check import probes
 from mrtr_fleet_check.load import Load
 from mrtr_fleet_check.proxy import Proxy, start_proxy
-from mrtr_fleet_check.scenario import Scenario
+from mrtr_fleet_check.scenario import Call, Scenario
 from mrtr_fleet_check.servers import Instance, ServerFailed, start_instance
 from mrtr_fleet_check.summary import Summary, call_key, compare
 from mrtr_fleet_check.verdict import Observations, name_verdict
@@ -96,6 +96,16 @@ def _wait_for_calls(load: Load, count: int, timeout: float) -> None:
         time.sleep(0.05)
 
 
+def _take_references(
+    references: dict[str, dict[str, probes.Answer]], version: str, url: str, calls: Sequence[Call], token: str | None
+) -> None:
+    """One instance's answer to each call, every round on that instance: what the load's answers are held to."""
+    for call in calls:
+        references.setdefault(call_key(call.tool, call.arguments), {})[version] = probes.reference_answer(
+            url, call, token
+        )
+
+
 def run_check(options: Options) -> Summary:
     if options.instances < 2:
         raise ValueError("--instances must be at least 2: a state must be able to move between instances")
@@ -110,10 +120,7 @@ def run_check(options: Options) -> Summary:
         tampered = probes.tamper(http, first, calls, token)
         foreign = probes.foreign_principal(http, first, calls, scenario.tokens)
         before_upgrade = probes.seal_on(http, first, calls, token)
-        for call in calls:
-            references.setdefault(call_key(call.tool, call.arguments), {})["1"] = probes.reference_answer(
-                first, call, token
-            )
+        _take_references(references, "1", first, calls, token)
         assert fleet.proxy is not None
         started = time.monotonic()
         load = Load(fleet.proxy.url + options.mcp_path, scenario, users=options.users).start()
@@ -124,8 +131,7 @@ def run_check(options: Options) -> Summary:
             after = (
                 probes.NO_STATE if before_upgrade is None else probes.present(http, newest, before_upgrade, token=token)
             )
-            for call in calls:
-                references[call_key(call.tool, call.arguments)]["2"] = probes.reference_answer(newest, call, token)
+            _take_references(references, "2", newest, calls, token)
             load.stop(after=options.duration - (time.monotonic() - started))
         finally:
             load.stop()
