@@ -18,7 +18,7 @@ import httpx
 from mrtr_fleet_check import probes
 from mrtr_fleet_check.load import Load
 from mrtr_fleet_check.proxy import Proxy, start_proxy
-from mrtr_fleet_check.scenario import Call, Scenario
+from mrtr_fleet_check.scenario import Call, Scenario, ScenarioError
 from mrtr_fleet_check.servers import Instance, ServerFailed, start_instance
 from mrtr_fleet_check.summary import Summary, call_key, compare
 from mrtr_fleet_check.verdict import Observations, name_verdict
@@ -116,6 +116,8 @@ def run_check(options: Options) -> Summary:
     with running(options) as fleet, httpx.Client(timeout=60.0) as http:
         first, second = (fleet.mcp(i) for i in fleet.instances[:2])
         protocol = probes.protocol_probe(http, first, token)
+        if protocol.speaks_current and (unusable := probes.missing_tools(first, calls, token)):
+            raise ScenarioError(unusable)
         across = probes.across_instances(http, first, second, calls, token)
         tampered = probes.tamper(http, first, calls, token)
         foreign = probes.foreign_principal(http, first, calls, scenario.tokens)

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         summary = run_check(options)
-    except ServerFailed as exc:
+    except (ServerFailed, ScenarioError) as exc:
         print(f"fleet-check: {exc}", file=sys.stderr)
         return 2
     print(summary.text())

@@ -60,6 +60,19 @@ def protocol_probe(http: httpx.Client, url: str, token: str | None = None) -> Pr
     return Protocol(speaks_current=False, issues_sessions=issues, message=listed.message)
 
 
+def missing_tools(url: str, calls: Sequence[Call], token: str | None) -> str | None:
+    """Why the scenario cannot run on this server (a tool it does not list), or None.
+
+    Without this, a misspelt tool would fail alike on one instance and behind the proxy, and pass.
+    """
+    with Client(url, token=token) as client:
+        listed = sorted(str(tool.get("name")) for tool in client.list_tools())
+    unknown = sorted({call.tool for call in calls} - set(listed))
+    if unknown:
+        return f"the server lists no tool {', '.join(unknown)} (it lists: {', '.join(listed) or 'none'})"
+    return None
+
+
 def _responses(call: Call, reply: RoundReply) -> dict[str, Any]:
     inputs = call.inputs()
     return {key: inputs.answer(key, request) for key, request in reply.questions.items()}

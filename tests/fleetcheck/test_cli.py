@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,16 @@ def test_a_count_below_one_is_refused_by_the_parser(capsys: pytest.CaptureFixtur
         main(["--v1", "app {port}", "--scenario", str(SCENARIO), "--users", "0"])
     assert exited.value.code == 2
     assert "must be above 0" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # starts two SDK server processes
+def test_a_tool_the_server_does_not_list_stops_the_check_before_the_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "typo.toml"
+    scenario.write_text('name = "typo"\n[[call]]\ntool = "add_upp"\n')
+    server = f"{sys.executable} -m uvicorn tests.fleetcheck.sdk_default_key_server:app --port {{port}}"
+    args = ["--v1", server, "--instances", "2", "--scenario", str(scenario), "--work-dir", str(tmp_path / "work")]
+    assert main(args) == 2
+    assert "the server lists no tool add_upp (it lists: add_up)" in capsys.readouterr().err
+    assert not (tmp_path / "work" / "v2-0.log").exists()  # no rolling update began
