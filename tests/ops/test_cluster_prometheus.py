@@ -6,6 +6,7 @@ read through Prometheus's own HTTP API.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from mrtr_client import Client
 from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_ops.local.prometheus import LocalPrometheus
 from mrtr_ops.waiting import wait_until
@@ -114,3 +116,36 @@ def test_every_rule_evaluates_on_the_real_series(watched: LocalCluster) -> None:
     health = wait_until(lambda: _rule_health(watched), timeout=60, what="every rule evaluated")
     assert len(health) == 19
     assert {name for name, state in health.items() if state != "ok"} == set()
+
+
+def _console(cluster: LocalCluster) -> str:
+    reply = httpx.get(_prometheus(cluster).console_url, timeout=10.0)
+    reply.raise_for_status()
+    return reply.text
+
+
+def _shares(page: str) -> dict[str, float]:
+    """The console's traffic share per version, as Prometheus rendered it."""
+    rows = re.findall(r'<tr data-version="(\d+)">.*?<td class="share">([0-9.]+)</td>', page, re.S)
+    return {version: float(share) for version, share in rows}
+
+
+def test_the_console_renders_the_fleet(watched: LocalCluster) -> None:
+    # Runs after a version 2 worker joined: rounds reach both versions through the proxy.
+    with Client(watched.mcp_url) as client:
+
+        def both_versions_served() -> dict[str, float] | None:
+            for _ in range(6):
+                client.call_tool("echo", {"text": "watched"})
+            shares = _shares(_console(watched))
+            return shares if set(shares) == {"1", "2"} else None
+
+        shares = wait_until(both_versions_served, timeout=90, interval=1.0, what="the console's version shares")
+    assert sum(shares.values()) == pytest.approx(1.0, abs=0.01)
+    assert shares["1"] > shares["2"] > 0  # two version 1 workers, one version 2, round robin
+    page = _console(watched)
+    instances = re.findall(r'<tr data-instance="([^"]+)">', page)
+    assert sorted(instances) == sorted(handle.url.removeprefix("http://") for handle in watched.workers.values())
+    assert set(re.findall(r'<tr data-status="([a-z_]+)">', page)) == {
+        "working", "input_required", "completed", "failed", "cancelled"
+    }  # fmt: skip

@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_where_redis_runs(cluster), flush=True)
         if cluster.prometheus is not None:
             print(f"prometheus: {cluster.prometheus.url}  (rules: deploy/prometheus; docs/monitoring.md)", flush=True)
+            print(f"console: {cluster.prometheus.console_url}", flush=True)
         token = '--token "$(scripts/mint-token alice)" ' if args.auth else ""
         print(f"try: .venv/bin/mrtr-call {token}link_accounts   (Ctrl-C stops the cluster)", flush=True)
         if args.url_file is not None:

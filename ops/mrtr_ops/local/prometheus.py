@@ -23,6 +23,12 @@ from mrtr_ops.paths import project_root
 SLICES_STREAM = "mrtr:slices"
 """The workers' task queue under the default MRTR_WORKER_REDIS_PREFIX: the exporter reports its consumers."""
 
+CONSOLE_LIBRARIES = Path("/usr/share/doc/prometheus/examples/console_libraries")
+"""The console libraries Debian's prometheus ships (menu.lib, prom.lib): the fleet's console uses them."""
+
+CONSOLE_PAGE = "mrtr.html"
+"""The fleet's console in deploy/prometheus/consoles: served at /consoles/mrtr.html."""
+
 SCRAPE_SECONDS = 2
 """Short, so a test or a person at the console sees a change within seconds."""
 
@@ -55,6 +61,11 @@ class LocalPrometheus:
         return f"http://{LOOPBACK}:{self.port}"
 
     @property
+    def console_url(self) -> str:
+        """The fleet's console: traffic by version, hand-backs, in flight per instance, tasks by status."""
+        return f"{self.url}/consoles/{CONSOLE_PAGE}"
+
+    @property
     def config_file(self) -> Path:
         return self.directory / "prometheus.yml"
 
@@ -76,6 +87,10 @@ class LocalPrometheus:
     def start(self, timeout: float = 60.0) -> LocalPrometheus:
         """Start the exporters, then Prometheus; returns once Prometheus says it is ready."""
         binary = installed("prometheus")
+        if not (CONSOLE_LIBRARIES / "prom.lib").is_file():
+            raise PrometheusMissing(
+                f"no console libraries in {CONSOLE_LIBRARIES}; scripts/prometheus-setup installs them"
+            )
         exporter = installed("prometheus-redis-exporter") if self.redis_ports else ""
         exporters = [self._exporter(exporter, redis_port) for redis_port in self.redis_ports]
         self._write_config([f"{LOOPBACK}:{port}" for port, _ in exporters])
@@ -89,6 +104,8 @@ class LocalPrometheus:
                 f"--config.file={self.config_file}",
                 f"--storage.tsdb.path={self.directory / 'data'}",
                 f"--web.listen-address={LOOPBACK}:{self.port}",
+                f"--web.console.templates={project_root() / 'deploy' / 'prometheus' / 'consoles'}",
+                f"--web.console.libraries={CONSOLE_LIBRARIES}",
             ],
             env=dict(os.environ),
             log_path=self.directory / "prometheus.log",
