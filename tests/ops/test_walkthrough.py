@@ -47,4 +47,4 @@ def test_a_short_walkthrough_loses_nothing_and_crosses_versions(tmp_path: Path) 
     assert set(seen["calls_per_s_by_version"]) == {"1", "2"}
     report = (out / "summary.md").read_text()
     assert "## What Prometheus saw" in report
-    assert re.search(r"^(The two agree\.|They disagree: version)", report, re.M), report
+    assert "The two agree." in report, report  # the workers counted what Locust saw, by version

@@ -17,10 +17,13 @@ import httpx
 
 from mrtr_ops.waiting import wait_until
 
-CALLS_ENDED = 'mrtr_worker_requests_total{method="tools/call", outcome=~"complete|tool_error|task"}'
-"""Calls a worker ended (a result, the tool's own error, or handed over as a task), as `mrtr:calls:rate1m`
-counts them: what Locust counts as completed, by version (a task by the version that created it, so the
-two may differ by the tasks finished across the upgrade)."""
+CALLS_ENDED = (
+    'mrtr_worker_requests_total{method=~"tools/call|prompts/get|resources/read", outcome=~"complete|tool_error|task"}'
+)
+"""Requests that can take MRTR rounds (tools, prompts, resources) a worker ended (a result, the tool's own
+error, or handed over as a task), as `mrtr:calls:rate1m` counts them: what Locust counts as completed, by
+version (a task by the version that created it, so the two may differ by the tasks finished across the
+upgrade)."""
 
 TOLERANCE = 0.1
 """A version's counts agree when they differ by at most this share of Locust's (at least 5 calls): the calls a
