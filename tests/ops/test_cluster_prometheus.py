@@ -21,6 +21,8 @@ from mrtr_ops.local.cluster import ClusterConfig, LocalCluster
 from mrtr_ops.local.prometheus import LocalPrometheus
 from mrtr_ops.waiting import wait_until
 
+pytestmark = pytest.mark.slow  # starts a cluster, Redis, Prometheus and the exporter
+
 
 @pytest.fixture(scope="module")
 def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
