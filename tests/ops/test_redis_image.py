@@ -89,4 +89,4 @@ def test_every_worker_service_gets_the_url_of_the_redis_service(services: dict[s
 def test_the_offline_build_gives_redis_the_local_debian_base() -> None:
     script = (ROOT / "scripts" / "build-images").read_text()
     assert "MRTR_DEBIAN_IMAGE=mrtr-base:bookworm" in script
-    assert "docker compose --profile haproxy --profile loadtest build" in script
+    assert "docker compose --profile haproxy --profile loadtest --profile monitoring build" in script

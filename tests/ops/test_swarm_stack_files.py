@@ -185,13 +185,18 @@ def test_docker_compose_still_sees_the_whole_cluster_through_the_override() -> N
     """The split moved the compose-only parts; the project compose reads (both files) is the one it was."""
     project = compose_project()
     services = project["services"]
-    assert set(services) == {"lb", "worker", "worker-v2", "redis", "haproxy", "locust-master", "locust-worker"}
+    fleet = {"lb", "worker", "worker-v2", "redis"}
+    assert set(services) == fleet | {"haproxy", "locust-master", "locust-worker", "prometheus", "redis-exporter"}
     assert services["lb"]["depends_on"] == {"worker": {"condition": "service_healthy"}}
     for worker in ("worker", "worker-v2"):
         assert services[worker]["depends_on"] == {"redis": {"condition": "service_healthy"}}, worker
     assert services["lb"]["ports"] == ["${MRTR_BIND:-127.0.0.1}:${MRTR_PORT:-8080}:8080"]
     assert services["haproxy"]["profiles"] == ["haproxy"]
     assert services["locust-master"]["profiles"] == services["locust-worker"]["profiles"] == ["loadtest"]
+    assert services["prometheus"]["profiles"] == services["redis-exporter"]["profiles"] == ["monitoring"]
+    # Only Prometheus's own port, on loopback by default: the proxy's admin listener stays unpublished.
+    assert services["prometheus"]["ports"] == ["${MRTR_BIND:-127.0.0.1}:${MRTR_PROMETHEUS_PORT:-9090}:9090"]
+    assert "ports" not in services["redis-exporter"]
 
 
 def test_worker_v2_is_the_worker_with_another_version_for_compose() -> None:

@@ -85,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         default=SentinelTiming.down_after_ms,
         help="with --redis-ha: silence before a sentinel holds the primary down (default %(default)s)",
     )
+    parser.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="run Prometheus watching the cluster (Debian's, scripts/prometheus-setup; see docs/monitoring.md)",
+    )
+    parser.add_argument(
+        "--prometheus-port", type=int, default=9090, help="Prometheus's port on 127.0.0.1 (default 9090; 0: a free one)"
+    )
     args = parser.parse_args(argv)
 
     redis = not args.no_redis
@@ -111,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         redis_replicas=args.redis_replicas,
         redis_wait_replicas=args.redis_wait,
         sentinel_timing=SentinelTiming(down_after_ms=args.sentinel_down_after_ms),
+        prometheus=args.prometheus,
+        prometheus_port=args.prometheus_port,
     )
     stop = threading.Event()
 
@@ -134,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         token_file = config.work_dir / "secrets" / "admin-token"
         print(f"proxy admin: {cluster.admin_url}/lb/backends  (Authorization: Bearer $(cat {token_file}))", flush=True)
         print(_where_redis_runs(cluster), flush=True)
+        if cluster.prometheus is not None:
+            print(f"prometheus: {cluster.prometheus.url}  (rules: deploy/prometheus; docs/monitoring.md)", flush=True)
+            print(f"console: {cluster.prometheus.console_url}", flush=True)
         token = '--token "$(scripts/mint-token alice)" ' if args.auth else ""
         print(f"try: .venv/bin/mrtr-call {token}link_accounts   (Ctrl-C stops the cluster)", flush=True)
         if args.url_file is not None:

@@ -23,6 +23,7 @@ from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_ops.lb_admin import LbAdmin
 from mrtr_ops.local.cable import Cable, Switchboard
 from mrtr_ops.local.process import LOOPBACK, ManagedProcess, WorkerSpec, free_port
+from mrtr_ops.local.prometheus import LocalPrometheus
 from mrtr_ops.local.redis import REDIS_URL_VARIABLE, RedisServer
 from mrtr_ops.local.redis_ha import RedisHA
 from mrtr_ops.local.sentinel import SentinelTiming
@@ -78,6 +79,11 @@ class ClusterConfig:
     redis_wait_replicas: int = 1
     """With `redis_ha`: replicas each task write waits for (`MRTR_WORKER_REDIS_WAIT_REPLICAS`; 0: no WAIT)."""
     sentinel_timing: SentinelTiming = field(default_factory=SentinelTiming)
+    prometheus: bool = False
+    """Run Prometheus (and a Redis exporter per node) watching the cluster, in `work_dir/prometheus`
+    (`scripts/cluster --prometheus`)."""
+    prometheus_port: int = 0
+    """Prometheus's port on 127.0.0.1 (0 picks a free one)."""
 
     def version_of(self, index: int) -> int:
         if not self.versions:
@@ -139,6 +145,16 @@ class LocalCluster:
             )
         elif config.redis:
             self.redis = RedisServer(config.work_dir / "redis", port=config.redis_port or free_port())
+        self.prometheus: LocalPrometheus | None = None
+        """Prometheus watching this cluster (`ClusterConfig.prometheus`): its URL, its configuration."""
+        if config.prometheus:
+            self.prometheus = LocalPrometheus(
+                config.work_dir / "prometheus",
+                proxy_admin=f"{LOOPBACK}:{self.admin_port}",
+                admin_token=self.admin_token,
+                redis_ports=self._redis_ports(),
+                port=config.prometheus_port or free_port(),
+            )
 
     @property
     def url(self) -> str:
@@ -174,13 +190,18 @@ class LocalCluster:
             self._proxy = self._proxy_process().start()
             self._proxy.wait_ready()
             self.lb.wait_for_backends([h.lb_url for h in started])
+            if self.prometheus is not None:
+                self.prometheus.start()
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
-        """SIGTERM everything (workers drain first), then the proxy, Redis last (its append-only file flushed)."""
+        """SIGTERM everything (Prometheus, the workers: they drain first), then the proxy, Redis last (its
+        append-only file flushed)."""
+        if self.prometheus is not None:
+            self.prometheus.stop()
         for handle in list(self.workers.values()):
             handle.process.stop()
         self.workers.clear()
@@ -360,6 +381,13 @@ class LocalCluster:
         fresh.parent.mkdir(parents=True, exist_ok=True)
         fresh.write_text("".join(f"{url}\n" for url in self._joined.values()))
         os.replace(fresh, self.backends_file)
+        if self.prometheus is not None:
+            self.prometheus.watch_workers({instance_id: handle.url for instance_id, handle in self.workers.items()})
+
+    def _redis_ports(self) -> tuple[int, ...]:
+        if self.redis_ha is not None:
+            return tuple(node.port for node in self.redis_ha.nodes)
+        return () if self.redis is None else (self.redis.port,)
 
     def _proxy_process(self) -> ManagedProcess:
         env = {

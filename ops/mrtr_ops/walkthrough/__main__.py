@@ -31,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("reports/walkthrough"), help="report directory")
     parser.add_argument("--compose", action="store_true", help="use the compose cluster instead of the local one")
     parser.add_argument("--users", type=int, default=8, help="Locust users (default 8)")
+    parser.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="local cluster: Prometheus watches it; its console shows the upgrade live (docs/monitoring.md)",
+    )
     args = parser.parse_args(argv)
     duration = max(60, args.duration)
 
@@ -48,10 +53,15 @@ def main(argv: list[str] | None = None) -> int:
 
     work_dir = args.out / "cluster"
     shutil.rmtree(work_dir, ignore_errors=True)  # a fresh fleet and key ring every run
-    config = ClusterConfig(workers=3, port=0, work_dir=work_dir, worker_env=dict(WORKER_ENV))
+    config = ClusterConfig(
+        workers=3, port=0, work_dir=work_dir, worker_env=dict(WORKER_ENV), prometheus=args.prometheus
+    )
     with LocalCluster(config) as cluster:
         print(f"walkthrough: local cluster of 3 v1 workers at {cluster.mcp_url}", flush=True)
-        return run(LocalFleet(cluster), cluster.url, args.out, duration, args.users)
+        if cluster.prometheus is not None:
+            print(f"walkthrough: watch the upgrade live at {cluster.prometheus.console_url}", flush=True)
+        watching = None if cluster.prometheus is None else cluster.prometheus.url
+        return run(LocalFleet(cluster), cluster.url, args.out, duration, args.users, prometheus_url=watching)
 
 
 if __name__ == "__main__":

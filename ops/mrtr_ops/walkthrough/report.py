@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mrtr_ops.walkthrough.prometheus_view import disagreements
 from mrtr_protocol.rounds import HAND_BACK_REASONS
 
 
@@ -23,6 +24,8 @@ class Inputs:
     started: float
     ended: float
     locust_exit_code: int | None
+    prometheus: dict[str, Any] | None = None
+    """What Prometheus saw (`prometheus_view.collect`), when it watched the run."""
 
 
 def load_events(path: Path) -> list[dict[str, Any]]:
@@ -107,6 +110,7 @@ def summarize(inputs: Inputs) -> dict[str, Any]:
         **task_figures(events),
         "duration_s": round(inputs.ended - inputs.started, 1),
         "locust_exit_code": inputs.locust_exit_code,
+        "prometheus": inputs.prometheus,
         "steps": [
             {
                 "name": s["name"],
@@ -163,6 +167,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "",
             "![timeline](timeline.png)",
             "",
+            *prometheus_section(summary),
             "**Verdict:** "
             + ("nothing lost, nothing asked twice, nothing wrong." if not problems else "; ".join(problems)),
             "",
@@ -255,6 +260,27 @@ def _tasks_by_status(events: list[dict[str, Any]], t0: float, span: int) -> dict
             for s in range(second(at), second(until)):
                 series[status][s] += 1
     return {**series, **{f"{status} (per s)": counts for status, counts in sorted(ended.items())}}
+
+
+def prometheus_section(summary: dict[str, Any]) -> list[str]:
+    """Prometheus's view beside the Locust recorder's (nothing when Prometheus did not watch)."""
+    seen = summary.get("prometheus")
+    if seen is None:
+        return []
+    locust, scraped = summary["completed_by_version"], seen["calls_by_version"]
+    versions = sorted(set(locust) | set(scraped))
+    differ = disagreements(locust, scraped)
+    return [
+        "## What Prometheus saw",
+        "",
+        "| version | completed (Locust) | calls ended (Prometheus) |",
+        "|---|---:|---:|",
+        *(f"| {v} | {locust.get(v, 0)} | {scraped.get(v, 0)} |" for v in versions),
+        "",
+        f"States refused (Prometheus): {seen['states_refused']}.",
+        "The two agree." if not differ else "They disagree: " + "; ".join(differ) + ".",
+        "",
+    ]
 
 
 def write_report(inputs: Inputs, out: Path) -> dict[str, Any]:

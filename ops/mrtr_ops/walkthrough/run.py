@@ -17,6 +17,7 @@ from pathlib import Path
 from mrtr_ops.fleet import Fleet
 from mrtr_ops.loadrun import start_locust, wait_for_traffic
 from mrtr_ops.upgrade.rolling import RollingUpgrade, Step, step_record
+from mrtr_ops.walkthrough import prometheus_view
 from mrtr_ops.walkthrough.report import Inputs, load_events, verdict, write_report
 
 STATE_TTL = 20
@@ -29,8 +30,17 @@ WORKER_ENV = {
 }
 
 
-def run(fleet: Fleet, url: str, out: Path, duration: int, users: int, locust_env: dict[str, str] | None = None) -> int:
-    """Drive the upgrade under load; `locust_env` carries e.g. the issuer key when the cluster wants tokens."""
+def run(
+    fleet: Fleet,
+    url: str,
+    out: Path,
+    duration: int,
+    users: int,
+    locust_env: dict[str, str] | None = None,
+    prometheus_url: str | None = None,
+) -> int:
+    """Drive the upgrade under load; `locust_env` carries e.g. the issuer key when the cluster wants tokens;
+    with `prometheus_url`, the report adds what that Prometheus saw of the run."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "events.jsonl").unlink(missing_ok=True)
     started = time.time()
@@ -55,7 +65,9 @@ def run(fleet: Fleet, url: str, out: Path, duration: int, users: int, locust_env
             locust.terminate()
             locust.wait(30)
     (out / "steps.json").write_text(json.dumps([step_record(s) for s in steps], indent=2))
-    inputs = Inputs(load_events(out / "events.jsonl"), [step_record(s) for s in steps], started, time.time(), exit_code)
+    ended = time.time()
+    seen = None if prometheus_url is None else prometheus_view.collect(prometheus_url, started, ended)
+    inputs = Inputs(load_events(out / "events.jsonl"), [step_record(s) for s in steps], started, ended, exit_code, seen)
     summary = write_report(inputs, out)
     print((out / "summary.md").read_text())
     problems = verdict(summary)

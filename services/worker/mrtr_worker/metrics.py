@@ -71,6 +71,12 @@ class WorkerMetrics:
             ["outcome"],
             registry=r,
         )
+        self.info = Gauge(
+            "mrtr_worker_info",
+            "1, labelled with the worker's behaviour version: joined to the other series, traffic by version",
+            ["version"],
+            registry=r,
+        )
         self.in_flight = Gauge("mrtr_worker_in_flight_requests", "MCP requests being handled", registry=r)
         self.ready = Gauge("mrtr_worker_ready", "1 while the worker accepts traffic, 0 while draining", registry=r)
         self.stepping_aside = Gauge(

@@ -58,6 +58,7 @@ class Worker:
         layout = StateLayout(settings.version, settings.write_state_format)
         identity = WorkerInstance(instance_id=settings.instance_id, version=settings.version, layout=layout)
         metrics = WorkerMetrics()
+        metrics.info.labels(version=str(settings.version)).set(1)
         codec = FleetStateCodec(ring, max_token_bytes=settings.state_max_bytes, observe=_key_counter(metrics))
         lifecycle = Lifecycle(on_rebalance=metrics.rebalances.inc)
         engine = Engine(settings.shedding, lifecycle, metrics)

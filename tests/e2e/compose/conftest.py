@@ -58,6 +58,13 @@ def haproxy_url() -> str:
     return f"http://127.0.0.1:{os.environ.get('MRTR_HAPROXY_PORT', '8081')}"
 
 
+@pytest.fixture(scope="session")
+def prometheus_url() -> str:
+    """Starts the `monitoring` profile (Prometheus and the Redis exporter) on first use."""
+    compose("--profile", "monitoring", "up", "-d", "--wait", "prometheus")
+    return f"http://127.0.0.1:{os.environ.get('MRTR_PROMETHEUS_PORT', '9090')}"
+
+
 @pytest.fixture
 def balancer_url(request: pytest.FixtureRequest) -> str:
     """The entry point under test: our proxy or HAProxy (parametrize with `balancer`)."""
