@@ -9,7 +9,7 @@ import pytest
 
 from mrtr_fleet_check.cli import main
 
-SCENARIO = Path(__file__).parent / "add_up.toml"
+SCENARIO = Path(__file__).parents[2] / "examples" / "servers" / "python-sdk" / "scenario.toml"
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_a_tool_the_server_does_not_list_stops_the_check_before_the_load(
 ) -> None:
     scenario = tmp_path / "typo.toml"
     scenario.write_text('name = "typo"\n[[call]]\ntool = "add_upp"\n')
-    server = f"{sys.executable} -m uvicorn tests.fleetcheck.sdk_default_key_server:app --port {{port}}"
+    server = f"{sys.executable} -m uvicorn --app-dir examples/servers/python-sdk python_sdk_server:app --port {{port}}"
     args = ["--v1", server, "--instances", "2", "--scenario", str(scenario), "--work-dir", str(tmp_path / "work")]
     assert main(args) == 2
     assert "the server lists no tool add_upp (it lists: add_up)" in capsys.readouterr().err

@@ -9,12 +9,12 @@ import pytest
 
 from mrtr_fleet_check.scenario import Expect, ScenarioError, load_scenario, parse_scenario
 
-HERE = Path(__file__).parent
+ROOT = Path(__file__).parents[2]
 
 
 def test_the_test_servers_scenario_reads_as_written() -> None:
-    scenario = load_scenario(HERE / "add_up.toml")
-    assert scenario.name == "python-sdk-default-key"
+    scenario = load_scenario(ROOT / "examples" / "servers" / "python-sdk" / "scenario.toml")
+    assert scenario.name == "python-sdk"
     (call,) = scenario.calls
     assert (call.tool, call.arguments, call.weight, call.task) == ("add_up", {"numbers": [1, 2, 3]}, 1, False)
     assert call.answers == {"confirm": {"ok": True}}

@@ -53,6 +53,15 @@ def test_the_scenarios_expect_wins_over_the_reference_and_lost_calls_are_listed(
     assert lost == ["add_up: RetryBudgetExhausted: gave up"]
 
 
+def test_an_expected_text_is_compared_with_the_text_alone() -> None:
+    """FastMCP wraps a tool's string in `structuredContent: {"result": ...}` as well: the text still matches."""
+    expecting = Call("greet", {}, expect=Expect(text="Hello, Ada!"))
+    wrapped = record(tool="greet", arguments={}, text="Hello, Ada!", structured={"result": "Hello, Ada!"})
+    other = record(tool="greet", arguments={}, text="Ahoy, Ada!", structured={"result": "Ahoy, Ada!"})
+    mismatches, _ = compare([wrapped, other], [expecting], {})
+    assert [m.got for m in mismatches] == ["'Ahoy, Ada!'"]
+
+
 def test_the_summary_counts_what_the_walkthrough_counts() -> None:
     records = [
         record(structured={"total": 3}, versions=["1", "2"], questions={"confirm": 2}),
