@@ -26,6 +26,8 @@ PYTHON_SDK = ROOT / "examples" / "servers" / "python-sdk"
 PYTHON_SDK_SERVER = f"{sys.executable} -m uvicorn --app-dir {PYTHON_SDK} python_sdk_server:app --port {{port}}"
 FASTMCP = ROOT / "examples" / "servers" / "fastmcp"
 FASTMCP_SERVER = f"{sys.executable} -m uvicorn --app-dir {FASTMCP} fastmcp_server:app --port {{port}}"
+ADOPT = ROOT / "examples" / "servers" / "adopt-python-sdk"
+ADOPT_SERVER = f"{sys.executable} -m uvicorn --app-dir {ADOPT} adopt_server:app --port {{port}}"
 
 WORKER_SCENARIO = """
 name = "mrtr-worker"
@@ -142,3 +144,18 @@ def test_a_fastmcp_server_given_a_shared_key_ring_passes(tmp_path: Path) -> None
     assert report["requests"] == report["completed"] > 0
     assert report["wrong_answers"] == 0
     assert report["questions_asked_twice"] == 0
+
+
+def test_a_plain_sdk_server_that_hands_back_with_the_fleets_key_ring_passes(tmp_path: Path) -> None:
+    """docs/adopt.md's example: computations checkpoint into requestState and hand back under load."""
+    ring = tmp_path / "ring.json"
+    ring.write_text(new_ring("adopt").dumps())
+    v1 = f"sh -c {shlex.quote(f'MRTR_KEYRING_FILE={ring} exec {ADOPT_SERVER}')}"
+    status, report, printed = run_check(tmp_path, v1, ADOPT / "scenario.toml", "pass")
+    assert report["verdict"] == "pass", printed
+    assert status == 0
+    assert report["requests"] == report["completed"] > 0
+    assert report["wrong_answers"] == 0
+    assert report["hand_backs"] > 0  # the computations moved between rounds, as sealed states
+    assert report["probes"]["across_instances"].startswith("accepted")
+    assert report["probes"]["tampered"].startswith("refused")
