@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-import gevent
+import gevent  # type: ignore[import-untyped]  # gevent ships no type information
 from locust.env import Environment
 
 from mrtr_locust import McpCall, McpCallRecord, McpUser

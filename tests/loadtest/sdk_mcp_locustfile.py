@@ -1,7 +1,8 @@
 """`McpUser` against the SDK server of `sdk_mrtr_server.py` (not ours): the locustfile a user would write.
 
 The run ends itself once the master (or the local runner) has counted `SEEN` calls of every entry,
-so the driver waits for that instead of a clock; `--run-time` only bounds a run that never gets there.
+so the driver waits for that instead of a clock (the failures seen then are logged for the driver);
+`--run-time` only bounds a run that never gets there.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import gevent
+import gevent  # type: ignore[import-untyped]  # gevent ships no type information
 from locust import events
 from locust.env import Environment
 from locust.runners import WorkerRunner
@@ -37,6 +38,8 @@ def stop_once_seen(environment: Environment, **kwargs: Any) -> None:
         while min(environment.stats.get(name, "call").num_requests for name in CALLS) < SEEN:
             gevent.sleep(0.2)
         logging.info("every call seen %d times: stopping", SEEN)
+        for error in environment.stats.errors.values():
+            logging.info("failure of %s: %s", error.name, error.error)
         assert environment.runner is not None
         environment.runner.quit()
 
