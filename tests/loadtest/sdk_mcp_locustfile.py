@@ -18,18 +18,22 @@ from locust.runners import WorkerRunner
 from mrtr_locust import McpCall, McpUser, structured_is
 
 SEEN = 3
-CALLS = ("greet", "add_up", "add_up wrong check")
+CALLS = ("greet", "greet by default", "add_up", "add_up wrong check")
 
 
 class SdkServerUser(McpUser):
     calls = (
-        McpCall("greet", answers={"tests.loadtest.sdk_mrtr_server:ask_name": {"name": "Grace"}}),
+        McpCall(
+            "greet",
+            answers={"tests.loadtest.sdk_mrtr_server:ask_name": {"name": "Grace"}},
+            check=structured_is({"greeting": "hello Grace"}),
+        ),
+        McpCall("greet", name="greet by default", check=structured_is({"greeting": "hello Ada"})),
         McpCall("add_up", {"numbers": [1, 2, 3]}, check=structured_is({"total": 6})),
         McpCall("add_up", {"numbers": [1, 2]}, check=structured_is({"total": 4}), name="add_up wrong check"),
     )
 
 
-@events.test_start.add_listener
 def stop_once_seen(environment: Environment, **kwargs: Any) -> None:
     if isinstance(environment.runner, WorkerRunner):
         return
@@ -44,3 +48,7 @@ def stop_once_seen(environment: Environment, **kwargs: Any) -> None:
         environment.runner.quit()
 
     gevent.spawn(watch)
+
+
+hooks: Any = events  # its `EventHook.add_listener` is untyped
+hooks.test_start.add_listener(stop_once_seen)

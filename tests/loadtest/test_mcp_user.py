@@ -89,11 +89,11 @@ def test_a_distributed_run_reports_each_call_and_round_by_name(distributed: dict
     log, stats = distributed["log"], distributed["stats"]
     assert "1 workers connected" in log
     assert "every call seen 3 times: stopping" in log, log[-3000:]
-    for name in ("greet", "add_up", "add_up wrong check"):
+    for name in ("greet", "greet by default", "add_up", "add_up wrong check"):
         assert stats[("call", name)]["num_requests"] >= 3
-    assert stats[("call", "greet")]["num_failures"] == 0
-    assert stats[("call", "add_up")]["num_failures"] == 0
-    greets = stats[("call", "greet")]["num_requests"]
+    for name in ("greet", "greet by default", "add_up"):  # answered from the table, from the form's defaults
+        assert stats[("call", name)]["num_failures"] == 0
+    greets = stats[("call", "greet")]["num_requests"] + stats[("call", "greet by default")]["num_requests"]
     assert stats[("round", "round:input_required")]["num_requests"] == greets  # one question per greeting
     assert stats[("round", "round:input_required")]["num_failures"] == 0
     calls = sum(e["num_requests"] for (kind, _), e in stats.items() if kind == "call")
@@ -147,7 +147,9 @@ def test_library_mode_on_our_cluster_sees_hand_backs_tasks_and_questions(cluster
     asked = [c for c in calls if c["name"] == "estimate_pi"]
     assert asked
     assert all(c["questions"] == ["refine"] and c["rounds"].count("round:input_required") == 1 for c in asked)
-    assert any(len(c["instances"]) == 2 for c in calls if "round:hand_back" in c["rounds"])
+    assert all(c["answer"]["samples"] == 20_000 for c in asked)  # "refine": no, from the call's answers
+    assert all(c["instances"] for c in calls)  # each call names where it was answered (`X-Worker-Id`)
+    assert {where for c in calls for where in c["instances"]} == {"w1", "w2"}
 
 
 def test_library_mode_names_a_wrong_check(cluster_run: dict[str, Any]) -> None:
