@@ -25,22 +25,29 @@ SCENARIO: list[dict[str, Any]] = [
     {"tool": "count_primes", "arguments": {"limit": LIMIT, "segment": 1_000_000}, "task": True, "name": "task primes"},
     {"tool": "estimate_pi", "arguments": {"samples": 20_000, "seed": 3, "chunk": 5_000, "ask_to_refine": True}},
     {"tool": "count_primes", "arguments": {"limit": 1_000_000}, "expect": {"text": "no such text"}, "name": "wrong"},
+    {"tool": "estimate_pi", "arguments": {"samples": 20_000, "seed": 3, "chunk": 5_000, "ask_to_refine": True}},
+    {"tool": "no_such_tool", "name": "unknown"},
+    {"tool": "count_primes", "arguments": {"limit": "many"}, "name": "bad arguments"},
 ]
+SCENARIO[4].update(task=True, name="task pi")
 SCENARIO[0]["expect"]["structured"] = {"count": PRIME_COUNTS[LIMIT]}
 SCENARIO[1]["expect"] = {"structured": {"count": PRIME_COUNTS[LIMIT]}}
 SCENARIO[2]["answers"] = {"refine": {"refine": False}}
+
+
+CALLS = [McpCall.from_mapping(call) for call in SCENARIO]
 
 
 def enough(records: list[McpCallRecord]) -> bool:
     rounds = {kind for record in records for kind in record.rounds}
     names = {record.name for record in records}
     seen = {"round:hand_back", "round:input_required", "task:create"} <= rounds
-    return seen and names == {"count_primes", "task primes", "estimate_pi", "wrong"}
+    return seen and "task:update" in rounds and names == {call.label for call in CALLS}
 
 
 def main(host: str) -> None:
     records: list[McpCallRecord] = []
-    user = McpUser.for_calls([McpCall.from_mapping(call) for call in SCENARIO], host=host, on_record=records.append)
+    user = McpUser.for_calls(CALLS, host=host, on_record=records.append)
     environment = Environment(user_classes=[user], host=host)
     runner = environment.create_local_runner()
     runner.start(3, spawn_rate=3)
@@ -63,6 +70,7 @@ def main(host: str) -> None:
             "instances": r.instances,
             "answer": r.answer,
             "error": r.error,
+            "code": r.error_code,
             "task_id": None if r.result is None else r.result.task_id,
         }
         for r in records
