@@ -7,7 +7,7 @@ records does not pull in gevent's patching.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +80,15 @@ class McpCall:
         fields = {key: value for key, value in data.items() if key != "expect"}
         expect = data.get("expect")
         return cls(**fields, check=None if expect is None else expect_check(data["tool"], expect))
+
+
+def check_calls(owner: str, calls: Sequence[Any]) -> None:
+    """A user's `calls`: at least one, each an `McpCall`."""
+    if not calls:
+        raise CallSpecError(f"{owner} has no calls: set `calls` to a sequence of McpCall")
+    for call in calls:
+        if not isinstance(call, McpCall):
+            raise CallSpecError(f"{owner}: each call must be an McpCall (data: McpCall.from_mapping), not {call!r}")
 
 
 def expect_check(tool: str, expect: Any) -> Check:

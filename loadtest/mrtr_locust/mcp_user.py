@@ -28,6 +28,7 @@ From plain data, in Locust's library mode (`locust.env.Environment(user_classes=
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 import types
@@ -38,7 +39,7 @@ import httpx
 from locust import User, task
 
 from mrtr_client import CallResult, Client, RpcError, default_form_content, sampling_answer
-from mrtr_locust.mcp_calls import TASK_PUSH, McpCall, McpCallRecord, round_name
+from mrtr_locust.mcp_calls import TASK_PUSH, McpCall, McpCallRecord, check_calls, round_name
 from mrtr_locust.recorder import RecordingTransport
 from mrtr_locust.target import MissingHost, run_host
 from mrtr_protocol import events
@@ -49,8 +50,6 @@ from mrtr_protocol.wire import METHOD_HEADER
 HTTP_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 SAMPLED_TEXT = "a canned answer from McpUser"
 """The model text of the default sampling answer."""
-
-AnswerInput = Callable[[McpCall, str, Mapping[str, Any]], Mapping[str, Any] | None]
 
 
 class CallFailed(Exception):
@@ -133,13 +132,14 @@ class McpUser(User):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if not self.calls:
-            raise CallFailed(f"{type(self).__name__} has no calls: set `calls` to a list of McpCall")
+        check_calls(type(self).__name__, self.calls)
         self.inputs = CallInputs(self)
         self.transport: ExchangeTransport | None = None
         self._client: Client | None = None
         self._url: str | None = None
         self._weights = [call.weight for call in self.calls]
+        # httpx logs every request at INFO: thousands of lines a minute that drown Locust's own output.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
     @classmethod
     def for_calls(
@@ -154,6 +154,7 @@ class McpUser(User):
         name: str = "ScenarioUser",
     ) -> type[McpUser]:
         """A concrete subclass from plain data (library mode, a scenario file); `on_record` sees every call."""
+        check_calls(name, calls)
 
         def recorded(self: McpUser, record: McpCallRecord) -> None:
             if on_record is not None:

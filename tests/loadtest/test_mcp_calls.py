@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mrtr_client import CallResult, CallTrace
-from mrtr_locust.mcp_calls import CallSpecError, McpCall, round_name, structured_is, text_is
+from mrtr_locust.mcp_calls import CallSpecError, McpCall, check_calls, round_name, structured_is, text_is
 
 
 def _result(structured: Any = None, text: str = "") -> CallResult:
@@ -68,3 +68,11 @@ def test_text_is_reads_the_first_text_block() -> None:
 )
 def test_each_exchange_has_a_statistics_name(method: str, reason: str, asked: bool, name: str) -> None:
     assert round_name(method, reason, asked) == name
+
+
+def test_a_user_needs_calls_and_each_an_mcp_call() -> None:
+    with pytest.raises(CallSpecError, match="SdkUser has no calls"):
+        check_calls("SdkUser", [])
+    with pytest.raises(CallSpecError, match=re.escape("SdkUser: each call must be an McpCall (data: McpCall.from")):
+        check_calls("SdkUser", [McpCall("t"), {"tool": "t"}])
+    check_calls("SdkUser", [McpCall("t")])
