@@ -1,0 +1,89 @@
+"""The check with the server given as images, as a user runs it: containers on Docker, our proxy's image in front.
+
+Run by `scripts/fleet-check-compose-e2e` (MRTR_FLEET_CHECK_COMPOSE_E2E=1) once the images are built:
+our worker's images `mrtr-worker:v1` and `:v2` are the server under test, `mrtr-lb` the proxy. The test
+reads the command's exit status, its JSON report, the logs it saved, and what it left on Docker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from mrtr_worker.sealing.keyring import new_ring
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.slow  # starts containers, the proxy's among them
+
+SCENARIO = """
+name = "mrtr-worker-images"
+
+[[call]]
+tool = "link_accounts"    # a question a round; version 2 asks one login more
+
+[[call]]
+tool = "count_primes"     # hand-backs with no question
+arguments = { limit = 300000 }
+"""
+
+
+def check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    scenario = tmp_path / "worker.toml"
+    scenario.write_text(SCENARIO)
+    argv = [
+        str(Path(sys.executable).parent / "mrtr-fleet-check"),
+        *("--v1-image", "mrtr-worker:v1", "--v2-image", "mrtr-worker:v2", "--instances", "2"),
+        *("--scenario", str(scenario), "--duration", "5", "--users", "3", "--grace", "10"),
+        *("--work-dir", str(tmp_path / "work"), *args),
+    ]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+
+
+def left_on_docker() -> list[str]:
+    """Containers and networks of any fleet check still on the engine."""
+    engine = docker.from_env()
+    labelled = {"label": "mrtr.fleet-check"}
+    found = [c.name for c in engine.containers.list(all=True, filters=labelled)]
+    return found + [n.name for n in engine.networks.list(filters=labelled)]
+
+
+def test_our_worker_images_pass_through_a_rolling_update(tmp_path: Path) -> None:
+    ring = json.dumps(json.loads(new_ring("fleet-check").dumps()), separators=(",", ":"))
+    env_file = tmp_path / "worker.env"
+    env_file.write_text(
+        "# every container: one key ring, anonymous calls, short slices so a computation hands back\n"
+        f"MRTR_WORKER_KEYRING={ring}\nMRTR_WORKER_ALLOW_ANONYMOUS=true\nMRTR_WORKER_MAX_SLICE_MS=200\n"
+    )
+    report_path = tmp_path / "report.json"
+    done = check(tmp_path, "--env-file", str(env_file), "--report", str(report_path))
+    assert report_path.exists(), done.stderr
+    report: dict[str, Any] = json.loads(report_path.read_text())
+    assert report["verdict"] == "pass", done.stdout
+    assert done.returncode == 0
+    assert report["requests"] == report["completed"] > 0
+    assert report["visited_both_versions"] > 0  # the update happened under load: calls begun on v1 ended on v2
+    assert report["questions_asked_twice"] == 0
+    assert report["hand_backs"] > 0
+    assert report["probes"]["across_instances"].startswith("accepted")
+    assert report["probes"]["after_upgrade"].startswith("accepted")
+    assert report["probes"]["tampered"].startswith("refused")
+    work = tmp_path / "work"
+    for name in ("v1-0", "v1-1", "v2-0", "v2-1"):  # each container's output, saved when it stopped
+        assert "Uvicorn running" in (work / f"{name}.log").read_text()
+    assert "backend=http://fleet-check-" in (work / "proxy.log").read_text()  # the proxy's image served the load
+    assert left_on_docker() == []
+
+
+def test_an_image_that_exits_at_start_is_named_with_its_output(tmp_path: Path) -> None:
+    done = check(tmp_path)  # no key ring: the worker refuses to start
+    assert done.returncode == 2, done.stdout
+    assert "fleet-check: v1-0 exited with" in done.stderr
+    assert f"see {tmp_path / 'work' / 'v1-0.log'}" in done.stderr
+    assert "MRTR_WORKER_KEYRING" in (tmp_path / "work" / "v1-0.log").read_text()
+    assert left_on_docker() == []
