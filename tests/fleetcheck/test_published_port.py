@@ -16,7 +16,7 @@ from mrtr_fleet_check.servers import LOOPBACK, free_port
 
 
 @contextmanager
-def listener(serve: Callable[[socket.socket], None]) -> Iterator[int]:
+def listener(serve: Callable[[socket.socket], object]) -> Iterator[int]:
     """A port on 127.0.0.1 whose one connection `serve` handles; its port."""
     with socket.socket() as server:
         server.bind((LOOPBACK, 0))

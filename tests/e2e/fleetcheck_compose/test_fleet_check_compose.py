@@ -48,9 +48,9 @@ def check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def left_on_docker() -> list[str]:
     """Containers and networks of any fleet check still on the engine."""
     engine = docker.from_env()
-    labelled = {"label": "mrtr.fleet-check"}
-    found = [c.name for c in engine.containers.list(all=True, filters=labelled)]
-    return found + [n.name for n in engine.networks.list(filters=labelled)]
+    containers = engine.containers.list(all=True, filters={"label": "mrtr.fleet-check"})
+    networks = engine.networks.list(filters={"label": "mrtr.fleet-check"})
+    return [str(c.name) for c in containers] + [str(n.name) for n in networks]
 
 
 def test_our_worker_images_pass_through_a_rolling_update(tmp_path: Path) -> None:
