@@ -124,8 +124,23 @@ class ContainerFleet(Fleet):
             self.docker.ping()
         except docker.errors.DockerException as exc:
             raise ServerFailed(f"cannot reach Docker ({exc}); is the engine running? (scripts/docker-setup)") from None
+        for image in dict.fromkeys((images.v1, images.v2, images.proxy_image)):
+            self._have(image)
         self.network: Network = self.docker.networks.create(self.run, labels={LABEL: self.run})
         self.started: list[tuple[DockerContainer, Path]] = []
+
+    def _have(self, image: str) -> None:
+        """`image` on the engine, pulled if it is not: before anything starts, not halfway through the update."""
+        try:
+            self.docker.images.get(image)
+        except docker.errors.ImageNotFound:
+            try:
+                self.docker.images.pull(image)
+            except docker.errors.APIError as exc:
+                hint = "; scripts/build-images builds the proxy's" if image == self.images.proxy_image else ""
+                raise ServerFailed(
+                    f"no image {image!r} on this engine, and pulling it failed: {exc.explanation or exc}{hint}"
+                ) from None
 
     def _run(self, image: str, name: str, port: int, **options: Any) -> Container:
         """A container of `image` on the run's network, `port` published on 127.0.0.1, its log in the work dir."""
@@ -139,8 +154,6 @@ class ContainerFleet(Fleet):
                 ports={f"{port}/tcp": (LOOPBACK, None), **options.pop("ports", {})},
                 **options,
             )
-        except docker.errors.ImageNotFound:
-            raise ServerFailed(f"no image {image!r} here, and none to pull: build or pull it first") from None
         except docker.errors.DockerException as exc:
             raise ServerFailed(f"cannot start {name} from {image!r}: {exc}") from None
         self.started.append((started, self.layout.work_dir / f"{name}.log"))

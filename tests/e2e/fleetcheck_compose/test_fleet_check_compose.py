@@ -87,3 +87,12 @@ def test_an_image_that_exits_at_start_is_named_with_its_output(tmp_path: Path) -
     assert f"see {tmp_path / 'work' / 'v1-0.log'}" in done.stderr
     assert "MRTR_WORKER_KEYRING" in (tmp_path / "work" / "v1-0.log").read_text()
     assert left_on_docker() == []
+
+
+def test_an_image_neither_here_nor_pullable_stops_the_check_before_anything_starts(tmp_path: Path) -> None:
+    done = check(tmp_path, "--proxy-image", "mrtr-fleet-check-absent:1")
+    assert done.returncode == 2, done.stdout
+    assert "no image 'mrtr-fleet-check-absent:1' on this engine, and pulling it failed" in done.stderr
+    assert "scripts/build-images builds the proxy's" in done.stderr
+    assert not (tmp_path / "work" / "v1-0.log").exists()  # no container was started
+    assert left_on_docker() == []
