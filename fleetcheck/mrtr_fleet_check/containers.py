@@ -142,8 +142,17 @@ class ContainerFleet(Fleet):
                     f"no image {image!r} on this engine, and pulling it failed: {exc.explanation or exc}{hint}"
                 ) from None
 
-    def _run(self, image: str, name: str, port: int, **options: Any) -> Container:
-        """A container of `image` on the run's network, `port` published on 127.0.0.1, its log in the work dir."""
+    def _run(
+        self,
+        image: str,
+        name: str,
+        ports: Sequence[int],
+        environment: Mapping[str, str],
+        volumes: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> Container:
+        """A container of `image` on the run's network, `ports` published on 127.0.0.1, the first one its own."""
+        # (address, None): a free port of the host's, chosen by Docker (the SDK's stubs know only a number)
+        published: dict[str, Any] = {f"{port}/tcp": (LOOPBACK, None) for port in ports}
         try:
             started: DockerContainer = self.docker.containers.run(
                 image,
@@ -151,20 +160,22 @@ class ContainerFleet(Fleet):
                 network=self.network.name,
                 labels={LABEL: self.run},
                 detach=True,
-                ports={f"{port}/tcp": (LOOPBACK, None), **options.pop("ports", {})},
-                **options,
+                environment=dict(environment),
+                ports=published,
+                volumes={source: dict(bind) for source, bind in (volumes or {}).items()},
             )
         except docker.errors.DockerException as exc:
             raise ServerFailed(f"cannot start {name} from {image!r}: {exc}") from None
-        self.started.append((started, self.layout.work_dir / f"{name}.log"))
-        return Container(started, port, self.layout.work_dir / f"{name}.log")
+        log_path = self.layout.work_dir / f"{name}.log"
+        self.started.append((started, log_path))
+        return Container(started, ports[0], log_path)
 
     def start_instance(self, version: int, number: int) -> Instance:
         name = f"v{version}-{number}"
         port = self.images.container_port
         image = self.images.v1 if version == 1 else self.images.v2
         environment = {**self.images.environment, "PORT": str(port), "MCP_INSTANCE": name, "MCP_VERSION": str(version)}
-        container = self._run(image, name, port, environment=environment)
+        container = self._run(image, name, [port], environment)
         url = f"http://{LOOPBACK}:{container.host_port}"
         return Instance(name, version, url, f"http://{container.container.name}:{port}", container)
 
@@ -182,10 +193,9 @@ class ContainerFleet(Fleet):
         container = self._run(
             self.images.proxy_image,
             "proxy",
-            PROXY_PORT,
-            environment=environment,
+            [PROXY_PORT, PROXY_ADMIN_PORT],
+            environment,
             volumes={str(shared.resolve()): {"bind": BACKENDS_DIR, "mode": "ro"}},
-            ports={f"{PROXY_ADMIN_PORT}/tcp": (LOOPBACK, None)},
         )
         admin = container.published(PROXY_ADMIN_PORT)
         public = f"http://{LOOPBACK}:{container.host_port}"
