@@ -36,3 +36,5 @@ async def add_up(numbers: list[int], ctx: Context) -> dict[str, int] | InputRequ
 
 
 app = server.streamable_http_app(stateless_http=True)
+rpc_app = server.streamable_http_app(stateless_http=True, streamable_http_path="/rpc")
+"""The same server at another path, for `--mcp-path /rpc`."""
