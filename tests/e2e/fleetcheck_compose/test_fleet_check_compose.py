@@ -1,15 +1,18 @@
 """The check with the server given as images, as a user runs it: containers on Docker, our proxy's image in front.
 
 Run by `scripts/fleet-check-compose-e2e` (MRTR_FLEET_CHECK_COMPOSE_E2E=1) once the images are built:
-our worker's images `mrtr-worker:v1` and `:v2` are the server under test, `mrtr-lb` the proxy. The test
-reads the command's exit status, its JSON report, the logs it saved, and what it left on Docker.
+our worker's images `mrtr-worker:v1` and `:v2` (expected: pass), and an image of a server on the official
+Python SDK with its default key (expected: refused across instances), `mrtr-lb` the proxy. The tests read
+the command's exit status, its JSON report, the logs it saved, and what it left on Docker.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +36,45 @@ arguments = { limit = 300000 }
 """
 
 
-def check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    scenario = tmp_path / "worker.toml"
-    scenario.write_text(SCENARIO)
+SDK_SERVER = ROOT / "tests" / "fleetcheck" / "sdk_default_key_server.py"
+SDK_IMAGE = "mrtr-fleet-check-sdk-server:test"
+SDK_DOCKERFILE = """
+FROM mrtr-worker:v1
+WORKDIR /srv
+COPY sdk_default_key_server.py /srv/
+CMD ["sh", "-c", "exec uvicorn sdk_default_key_server:app --host 0.0.0.0 --port $PORT"]
+"""
+"""A server on the official Python SDK with its default key, in an image of its own: built on our worker's
+image only for the Python and the SDK in it (offline), it runs none of our code."""
+
+
+OUR_IMAGES = ("--v1-image", "mrtr-worker:v1", "--v2-image", "mrtr-worker:v2")
+
+
+def check(
+    tmp_path: Path, *args: str, images: tuple[str, ...] = OUR_IMAGES, scenario: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`mrtr-fleet-check` on `images` (our worker's, with its scenario, unless told), as a user runs it."""
+    if scenario is None:
+        scenario = tmp_path / "worker.toml"
+        scenario.write_text(SCENARIO)
     argv = [
         str(Path(sys.executable).parent / "mrtr-fleet-check"),
-        *("--v1-image", "mrtr-worker:v1", "--v2-image", "mrtr-worker:v2", "--instances", "2"),
-        *("--scenario", str(scenario), "--duration", "5", "--users", "3", "--grace", "10"),
-        *("--work-dir", str(tmp_path / "work"), *args),
+        *(*images, "--scenario", str(scenario), "--instances", "2", "--duration", "5", "--users", "3"),
+        *("--grace", "10", "--work-dir", str(tmp_path / "work"), *args),
     ]
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def sdk_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    context = tmp_path_factory.mktemp("sdk-image")
+    shutil.copy(SDK_SERVER, context)
+    (context / "Dockerfile").write_text(SDK_DOCKERFILE)
+    engine = docker.from_env()
+    engine.images.build(path=str(context), tag=SDK_IMAGE, rm=True)
+    yield SDK_IMAGE
+    engine.images.remove(SDK_IMAGE)
 
 
 def left_on_docker() -> list[str]:
@@ -77,6 +109,23 @@ def test_our_worker_images_pass_through_a_rolling_update(tmp_path: Path) -> None
     for name in ("v1-0", "v1-1", "v2-0", "v2-1"):  # each container's output, saved when it stopped
         assert "Uvicorn running" in (work / f"{name}.log").read_text()
     assert "backend=http://fleet-check-" in (work / "proxy.log").read_text()  # the proxy's image served the load
+    assert left_on_docker() == []
+
+
+def test_an_sdk_server_image_with_its_default_key_is_refused_across_instances(tmp_path: Path, sdk_image: str) -> None:
+    report_path = tmp_path / "report.json"
+    done = check(
+        tmp_path,
+        *("--report", str(report_path), "--expect", "refused_across_instances"),
+        images=("--v1-image", sdk_image),
+        scenario=ROOT / "tests" / "fleetcheck" / "add_up.toml",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report: dict[str, Any] = json.loads(report_path.read_text())
+    assert report["verdict"] == "refused_across_instances"
+    assert report["probes"]["across_instances"] == "refused: Invalid or expired requestState"
+    assert report["failures"] > 0  # the load through the proxy's container met the same refusal
+    assert report["server_errors"][0]["message"] == "Invalid or expired requestState"
     assert left_on_docker() == []
 
 
