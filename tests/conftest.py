@@ -25,6 +25,9 @@ if os.environ.get("MRTR_SWARM_E2E") != "1":
 # And the compose project with Sentinel: `scripts/compose-redis-ha-e2e` starts it and runs them.
 if os.environ.get("MRTR_COMPOSE_HA_E2E") != "1":
     collect_ignore.append("e2e/compose_ha")
+# And the fleet check on Docker (our worker's images): `scripts/fleet-check-compose-e2e` runs it.
+if os.environ.get("MRTR_FLEET_CHECK_COMPOSE_E2E") != "1":
+    collect_ignore.append("e2e/fleetcheck_compose")
 
 PROCESS_FIXTURES = frozenset(
     {"start_worker", "worker", "make_cluster", "secured_cluster", "cabled_cluster", "target", "redis_server"}

@@ -16,18 +16,20 @@ from pathlib import Path
 import httpx
 
 from mrtr_fleet_check import probes
+from mrtr_fleet_check.containers import ContainerFleet, Images
+from mrtr_fleet_check.fleet import Fleet, Layout, ProcessFleet
+from mrtr_fleet_check.instance import ServerFailed
 from mrtr_fleet_check.load import Load
-from mrtr_fleet_check.proxy import Proxy, start_proxy
 from mrtr_fleet_check.scenario import Call, Scenario, ScenarioError
-from mrtr_fleet_check.servers import Instance, ServerFailed, start_instance
+from mrtr_fleet_check.servers import Commands
 from mrtr_fleet_check.summary import Summary, call_key, compare
 from mrtr_fleet_check.verdict import Observations, name_verdict
 
 
 @dataclass(frozen=True)
 class Options:
-    v1: str
-    v2: str
+    servers: Commands | Images
+    """How to start each version: command lines (local processes) or images (containers on Docker)."""
     instances: int
     scenario: Scenario
     work_dir: Path
@@ -39,48 +41,11 @@ class Options:
     ready_timeout: float = 60.0
 
 
-class Fleet:
-    """The running instances and the proxy; `roll` replaces every instance by version 2, one by one."""
-
-    def __init__(self, options: Options) -> None:
-        self.options = options
-        self.instances: list[Instance] = []
-        self.retired: list[Instance] = []
-        self.proxy: Proxy | None = None
-
-    def start(self) -> None:
-        for n in range(self.options.instances):
-            self.instances.append(start_instance(self.options.v1, 1, n, self.options.work_dir))
-        for instance in self.instances:
-            instance.wait_ready(self.options.ready_timeout)
-        self.proxy = start_proxy([i.url for i in self.instances], self.options.work_dir, self.options.ready_timeout)
-
-    def mcp(self, instance: Instance) -> str:
-        return instance.url + self.options.mcp_path
-
-    def roll(self) -> None:
-        """As a rolling update: start v2, put it in rotation, take a v1 out of rotation, SIGTERM it with grace."""
-        assert self.proxy is not None
-        for n, old in enumerate(list(self.instances)):
-            new = start_instance(self.options.v2, 2, n, self.options.work_dir)
-            self.instances.append(new)
-            new.wait_ready(self.options.ready_timeout)
-            self.proxy.set_backends([i.url for i in self.instances])
-            self.instances.remove(old)
-            self.proxy.set_backends([i.url for i in self.instances])
-            self.retired.append(old)
-            old.stop(self.options.grace)
-
-    def stop(self) -> None:
-        if self.proxy is not None:
-            self.proxy.stop()
-        for instance in self.instances + self.retired:
-            instance.stop(self.options.grace)
-
-
 @contextmanager
 def running(options: Options) -> Iterator[Fleet]:
-    fleet = Fleet(options)
+    layout = Layout(options.instances, options.work_dir, options.mcp_path, options.grace, options.ready_timeout)
+    servers = options.servers
+    fleet: Fleet = ContainerFleet(layout, servers) if isinstance(servers, Images) else ProcessFleet(layout, servers)
     with ExitStack() as stack:
         stack.callback(fleet.stop)
         fleet.start()

@@ -1,5 +1,8 @@
 """`mrtr-fleet-check` (and `scripts/fleet-check`): the check in one command; docs/fleet-check.md.
 
+The server is given as commands (`--v1`, `--v2`: local processes) or as images (`--v1-image`,
+`--v2-image`: containers on Docker, the proxy as its image too).
+
 Exit status: 0 when the verdict is `pass` (or the one `--expect` names), 1 for another verdict,
 2 when the check could not run (a bad scenario or command, a server that never listened).
 """
@@ -14,8 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mrtr_fleet_check.check import Options, run_check
+from mrtr_fleet_check.containers import PORT, PROXY_IMAGE, Images
+from mrtr_fleet_check.envfile import read_env_file
+from mrtr_fleet_check.instance import ServerFailed
 from mrtr_fleet_check.scenario import ScenarioError, load_scenario
-from mrtr_fleet_check.servers import ServerFailed, split_command
+from mrtr_fleet_check.servers import Commands, split_command
 from mrtr_fleet_check.verdict import (
     ANSWER_DIFFERS,
     FOREIGN_PRINCIPAL_ACCEPTED,
@@ -55,10 +61,16 @@ def parser() -> argparse.ArgumentParser:
         description="Start N instances of your MCP server behind a round-robin proxy, drive a scenario as load, "
         "replace every instance by version 2 mid-load, probe its requestState, and name what breaks.",
     )
-    p.add_argument(
-        "--v1", required=True, help='command that starts version 1, with {port}: "python -m app --port {port}"'
-    )
+    servers = p.add_mutually_exclusive_group(required=True)
+    servers.add_argument("--v1", help='command that starts version 1, with {port}: "python -m app --port {port}"')
+    servers.add_argument("--v1-image", help="image of version 1, run as containers on Docker instead of commands")
     p.add_argument("--v2", help="command that starts version 2 (default: the --v1 command again)")
+    p.add_argument("--v2-image", help="image of version 2 (default: the --v1-image again)")
+    p.add_argument(
+        "--container-port", type=_positive(int), help=f"the port the image listens on, also PORT (default {PORT})"
+    )
+    p.add_argument("--env-file", type=Path, help="NAME=value lines given to every container of the image")
+    p.add_argument("--proxy-image", help=f"the proxy's image with --v1-image (default {PROXY_IMAGE})")
     p.add_argument("--instances", type=_positive(int), default=3, help="instances of each version (at least 2)")
     p.add_argument("--scenario", type=Path, required=True, help="the scenario file (TOML)")
     p.add_argument("--duration", type=_positive(float), default=20.0, help="seconds of load (default 20)")
@@ -71,12 +83,33 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _servers(args: argparse.Namespace) -> Commands | Images:
+    """The commands or the images, each option checked against the way it belongs to."""
+    if args.v1 is not None:
+        for option in ("v2_image", "container_port", "env_file", "proxy_image"):
+            if getattr(args, option) is not None:
+                raise ValueError(f"--{option.replace('_', '-')} goes with --v1-image, not with --v1")
+        commands = Commands(args.v1, args.v2 or args.v1)
+        for command in (commands.v1, commands.v2):
+            split_command(command)
+        return commands
+    if args.v2 is not None:
+        raise ValueError("--v2 goes with --v1, not with --v1-image: give --v2-image")
+    environment = read_env_file(args.env_file) if args.env_file is not None else {}
+    return Images(
+        args.v1_image,
+        args.v2_image or args.v1_image,
+        container_port=args.container_port or PORT,
+        proxy_image=args.proxy_image or PROXY_IMAGE,
+        environment=environment,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         scenario = load_scenario(args.scenario)
-        for command in (args.v1, args.v2 or args.v1):
-            split_command(command)
+        servers = _servers(args)
     except (ScenarioError, ValueError) as exc:
         print(f"fleet-check: {exc}", file=sys.stderr)
         return 2
@@ -89,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="fleet-check-"))
     work_dir.mkdir(parents=True, exist_ok=True)
     options = Options(
-        v1=args.v1,
-        v2=args.v2 or args.v1,
+        servers=servers,
         instances=args.instances,
         scenario=scenario,
         work_dir=work_dir,

@@ -1,9 +1,10 @@
-"""The project's proxy (`python -m mrtr_lb`) in front of the instances, its backends in a file.
+"""The project's proxy (`mrtr_lb`) in front of the instances, its backends in a file.
 
 The backends file is the proxy's documented way to change its backends at runtime (docs/proxy.md,
 `MRTR_LB_BACKENDS_FILE`, re-read every second): the check writes it whole (a rename, so the proxy
 never reads half a list) and waits until the proxy's `/lb/healthz` counts the new set, in rotation.
-The health check is `tcp`, which fits any server.
+The health check is `tcp`, which fits any server. The proxy runs as a local process here, or as
+its image in a container (`mrtr_fleet_check.containers`); the settings are the same.
 """
 
 from __future__ import annotations
@@ -18,20 +19,20 @@ from pathlib import Path
 
 import httpx
 
-from mrtr_fleet_check.servers import LOOPBACK, ServerFailed, free_port
+from mrtr_fleet_check.instance import Running, ServerFailed
+from mrtr_fleet_check.servers import LOOPBACK, Process, free_port
+
+STOP_GRACE = 15.0
+"""Seconds the proxy has to close its connections when the check ends."""
 
 
 @dataclass
 class Proxy:
-    port: int
-    admin_port: int
+    url: str
+    """Where the load reaches it (`http://127.0.0.1:PORT`)."""
+    admin_url: str
     backends_file: Path
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+    running: Running
 
     def set_backends(self, urls: Sequence[str], timeout: float = 30.0) -> None:
         """Write the new set, and return once the proxy has them all and every one is in rotation."""
@@ -43,10 +44,10 @@ class Proxy:
         seen: dict[str, object] = {}
         with httpx.Client(timeout=2.0) as http:
             while True:
-                if self.process.poll() is not None:
-                    raise ServerFailed(f"the proxy exited with {self.process.returncode}; see {self.log_path}")
+                if (status := self.running.exited()) is not None:
+                    raise ServerFailed(f"the proxy exited with {status}; see {self.running.log}")
                 try:
-                    seen = http.get(f"http://{LOOPBACK}:{self.admin_port}/lb/healthz").json()
+                    seen = http.get(f"{self.admin_url}/lb/healthz").json()
                 except (httpx.TransportError, ValueError):
                     seen = {}
                 if seen.get("backends") == count and seen.get("eligible") == count:
@@ -54,18 +55,12 @@ class Proxy:
                 if time.monotonic() >= deadline:
                     raise ServerFailed(
                         f"the proxy did not have {count} backends in rotation within {timeout:g} s (last: {seen}); "
-                        f"see {self.log_path}"
+                        f"see {self.running.log}"
                     )
                 time.sleep(0.05)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self.running.stop(STOP_GRACE)
 
 
 def write_backends(path: Path, urls: Sequence[str]) -> None:
@@ -74,24 +69,37 @@ def write_backends(path: Path, urls: Sequence[str]) -> None:
     os.replace(staged, path)
 
 
-def start_proxy(backends: Sequence[str], work_dir: Path, timeout: float = 60.0) -> Proxy:
+def proxy_settings(backends_file: str, mcp_path: str) -> dict[str, str]:
+    """The proxy's environment, wherever it runs: its backends from the file, a TCP health check, MCP's path."""
+    return {
+        "MRTR_LB_BACKENDS_FILE": backends_file,
+        "MRTR_LB_HEALTH_CHECK": "tcp",
+        "MRTR_LB_PROXY_PATHS": mcp_path,
+    }
+
+
+def start_proxy(backends: Sequence[str], work_dir: Path, mcp_path: str, timeout: float = 60.0) -> Proxy:
     port, admin_port = free_port(), free_port()
     backends_file = work_dir / "backends.txt"
     write_backends(backends_file, backends)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_LB_")}
     env = {
         **clean,
+        **proxy_settings(str(backends_file), mcp_path),
         "MRTR_LB_PORT": str(port),
         "MRTR_LB_HOST": LOOPBACK,
         "MRTR_LB_ADMIN_PORT": str(admin_port),
-        "MRTR_LB_BACKENDS_FILE": str(backends_file),
-        "MRTR_LB_HEALTH_CHECK": "tcp",
     }
     log_path = work_dir / "proxy.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "mrtr_lb"], env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
-    proxy = Proxy(port, admin_port, backends_file, process, log_path)
+    proxy = Proxy(
+        f"http://{LOOPBACK}:{port}",
+        f"http://{LOOPBACK}:{admin_port}",
+        backends_file,
+        Process(process, port, str(log_path)),
+    )
     proxy.wait_for(len(backends), timeout)
     return proxy

@@ -11,15 +11,12 @@ import os
 import shlex
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mrtr_fleet_check.instance import Instance, ServerFailed
+
 LOOPBACK = "127.0.0.1"
-
-
-class ServerFailed(RuntimeError):
-    """An instance could not be started or did not become ready; the message names its log."""
 
 
 def free_port() -> int:
@@ -48,34 +45,29 @@ def split_command(template: str) -> list[str]:
     return argv
 
 
+@dataclass(frozen=True)
+class Commands:
+    """The server under test as command lines, `{port}` in each."""
+
+    v1: str
+    v2: str
+
+
 @dataclass
-class Instance:
-    name: str
-    version: int
-    port: int
+class Process:
+    """A local process listening on `port` of 127.0.0.1, its output in the file `log`."""
+
     process: subprocess.Popen[bytes]
-    log_path: Path
+    port: int
+    log: str
 
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+    def exited(self) -> int | None:
+        return self.process.poll()
 
-    def wait_ready(self, timeout: float) -> None:
-        """Until a TCP connect succeeds; `ServerFailed` at once if the process exits first."""
-        deadline = time.monotonic() + timeout
-        while not accepts(self.port):
-            if self.process.poll() is not None:
-                raise ServerFailed(
-                    f"{self.name} exited with {self.process.returncode} before it listened; see {self.log_path}"
-                )
-            if time.monotonic() >= deadline:
-                raise ServerFailed(
-                    f"{self.name} did not listen on port {self.port} within {timeout:g} s; see {self.log_path}"
-                )
-            time.sleep(0.05)
+    def listening(self) -> bool:
+        return accepts(self.port)
 
-    def stop(self, grace: float) -> int:
-        """SIGTERM, and SIGKILL if it outlives `grace` seconds; the exit status."""
+    def stop(self, grace: float) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -83,7 +75,6 @@ class Instance:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        return self.process.returncode
 
 
 def start_instance(template: str, version: int, number: int, log_dir: Path) -> Instance:
@@ -98,4 +89,5 @@ def start_instance(template: str, version: int, number: int, log_dir: Path) -> I
             process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as exc:
             raise ServerFailed(f"cannot start {name} with {argv[0]!r}: {exc.strerror}") from None
-    return Instance(name, version, port, process, log_path)
+    url = f"http://{LOOPBACK}:{port}"
+    return Instance(name, version, url, url, Process(process, port, str(log_path)))

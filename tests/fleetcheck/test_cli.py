@@ -20,6 +20,10 @@ SCENARIO = Path(__file__).parents[2] / "examples" / "servers" / "python-sdk" / "
         (["--v1", "app {port}", "--scenario", "absent.toml"], "absent.toml: cannot read the scenario"),
         (["--v1", "app {port}", "--scenario", str(SCENARIO), "--instances", "1"], "--instances must be at least 2"),
         (["--v1", "app {port}", "--scenario", str(SCENARIO), "--mcp-path", "mcp"], "--mcp-path must start with /"),
+        (["--v1", "app {port}", "--v2-image", "app:2", "--scenario", str(SCENARIO)], "--v2-image goes with --v1-image"),
+        (["--v1", "app {port}", "--env-file", "x.env", "--scenario", str(SCENARIO)], "--env-file goes with --v1-image"),
+        (["--v1-image", "app:1", "--v2", "app {port}", "--scenario", str(SCENARIO)], "--v2 goes with --v1, not"),
+        (["--v1-image", "app:1", "--env-file", "absent.env", "--scenario", str(SCENARIO)], "cannot read the env file"),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_message(
@@ -37,6 +41,13 @@ def test_a_server_that_exits_before_it_listens_is_named_with_its_log(
     err = capsys.readouterr().err
     assert "v1-0 exited with 3 before it listened" in err
     assert (tmp_path / "v1-0.log").read_text() == "no luck\n"
+
+
+def test_a_command_and_an_image_together_are_refused_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--v1", "app {port}", "--v1-image", "app:1", "--scenario", str(SCENARIO)])
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_a_count_below_one_is_refused_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:

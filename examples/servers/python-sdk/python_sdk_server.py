@@ -49,3 +49,5 @@ async def add_up(numbers: list[int], ctx: Context) -> dict[str, int] | InputRequ
 
 
 app = server.streamable_http_app(stateless_http=True)
+rpc_app = server.streamable_http_app(stateless_http=True, streamable_http_path="/rpc")
+"""The same server at another path, for the check's `--mcp-path /rpc`."""
