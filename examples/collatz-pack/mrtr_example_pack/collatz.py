@@ -26,6 +26,7 @@ KNOWN_LONGEST: dict[int, tuple[int, int]] = {
     1_000: (871, 178),
     10_000: (6_171, 261),
     100_000: (77_031, 350),
+    300_000: (230_631, 442),
     1_000_000: (837_799, 524),
 }
 """limit -> (start, steps): the published record holders (OEIS A006877, A006878); the tests' exact answers."""
