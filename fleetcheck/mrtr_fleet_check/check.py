@@ -90,7 +90,10 @@ def run_check(options: Options) -> Summary:
         _take_references(references, "1", first, calls, token)
         assert fleet.proxy is not None
         started = time.monotonic()
-        load = Load(fleet.proxy.url + options.mcp_path, scenario, users=options.users).start()
+        load = Load(
+            fleet.proxy.url, options.mcp_path, scenario, users=options.users, work_dir=options.work_dir / "load"
+        )
+        load.start()
         try:
             _wait_for_calls(load, options.users, timeout=max(options.duration, 60.0))
             fleet.roll()

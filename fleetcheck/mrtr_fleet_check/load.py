@@ -1,32 +1,35 @@
-"""The load: users calling the scenario's tools through the proxy for a while, one plain record per call.
+"""The load: Locust's `McpUser` calling the scenario's tools through the proxy, one plain record per call.
 
-All load generation lives here behind `Load` (start, then `join` for the records), so another load
-generator (Locust's `McpUser`) can take its place without touching the rest of the check. Each user
-is a thread with its own `mrtr_client.Client`, picking calls by weight; a refused state is not
-restarted by the client (`restart_unreadable_state=False`), so the server's refusal shows.
+Locust runs in a process of its own (`load_process`): importing it patches the standard library with
+gevent, and the check's threads, subprocesses and Docker client stay unpatched here. The process
+writes one JSON line per finished call; `stop` asks it (SIGTERM) to let the calls in flight finish
+and start no new one, as Locust's graceful stop does. A refused state is not restarted by the client
+(`restart_unreadable_state=False`), so the server's refusal shows.
 """
 
 from __future__ import annotations
 
-import random
+import json
+import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-import httpx
+from mrtr_fleet_check.scenario import Scenario
+from mrtr_locust.mcp_calls import McpCallRecord
 
-from mrtr_client import Client, MrtrError, RetryPolicy, RpcError
-from mrtr_client.trace import CallTrace, Hop
-from mrtr_fleet_check.scenario import Call, Scenario
-from mrtr_protocol import WORKER_ID_HEADER, WORKER_VERSION_HEADER
+ROUNDS = frozenset({"round:input_required", "round:hand_back"})
+"""The statistics names of the exchanges that ended an `input_required` round."""
+STOP_TIMEOUT = 120.0
+"""Seconds a call in flight has to finish after the stop (a round's answer may take 60 s)."""
 
-TIMEOUT = httpx.Timeout(60.0, connect=5.0)
-"""A round's answer may take as long as the client's own default allows; a connect, not."""
-SEEN = "seen"
-"""The reason of a hop known only from its response's headers (a failed call's)."""
-NOT_ROUNDS = frozenset({"complete", "error", "task", "transport", SEEN})
-"""Hop reasons that do not end an `input_required` round."""
+
+class LoadFailed(RuntimeError):
+    """The load's process ended without its records (its log's last lines in the message)."""
 
 
 @dataclass(frozen=True)
@@ -56,94 +59,97 @@ class CallRecord:
         return self.error is None and self.lost is None
 
 
-class Visits:
-    """Where each HTTP exchange of the current call landed, from the server's `X-Worker-Id`/`X-Worker-Version`.
-
-    An httpx response hook: a call that fails raises without its trace, and this still says which
-    instances and versions it met before the error.
-    """
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str | None, str | None]] = []
-
-    def __call__(self, response: httpx.Response) -> None:
-        self.seen.append((response.headers.get(WORKER_ID_HEADER), response.headers.get(WORKER_VERSION_HEADER)))
-
-    def trace(self) -> CallTrace:
-        """A trace of bare hops (no reason) for a call that failed."""
-        hops = [Hop(instance, version, SEEN, None, 0.0) for instance, version in self.seen]
-        return CallTrace(hops=hops)
-
-
-def record_of(call: Call, trace: CallTrace, **outcome: Any) -> CallRecord:
-    rounds = sum(1 for hop in trace.hops if hop.reason not in NOT_ROUNDS)
-    asked = len({q.round for q in trace.questions})
+def record_of(record: McpCallRecord) -> CallRecord:
+    """The check's view of what `McpUser` saw of one call."""
+    result = record.result
+    outcome: dict[str, Any] = {}
+    if result is not None:
+        outcome = {"structured": result.structured, "text": result.text, "is_error": result.is_error}
+    elif record.error_code is not None:
+        outcome = {"error": record.error_message or record.error}
+    else:
+        outcome = {"lost": record.error or "no answer"}
     return CallRecord(
-        tool=call.tool,
-        arguments=call.arguments,
-        rounds=rounds,
-        hand_backs=max(0, rounds - asked),
-        questions=dict(Counter(q.key for q in trace.questions)),
-        instances=trace.instances,
-        versions=trace.versions,
-        finished_by=trace.hops[-1].version if trace.hops else None,
+        tool=record.tool,
+        arguments=dict(record.arguments),
+        rounds=sum(1 for name in record.rounds if name in ROUNDS),
+        hand_backs=record.rounds.count("round:hand_back"),
+        questions=dict(Counter(record.questions)),
+        instances=list(record.instances),
+        versions=list(record.versions),
+        finished_by=record.last_version,
         **outcome,
     )
 
 
-def run_call(client: Client, call: Call, visits: Visits) -> CallRecord:
-    client.inputs = call.inputs()
-    visits.seen.clear()
-    try:
-        done = client.call_tool(call.tool, call.arguments, task=call.task)
-    except RpcError as exc:
-        return record_of(call, visits.trace(), error=exc.message)
-    except (MrtrError, httpx.HTTPError) as exc:
-        return record_of(call, visits.trace(), lost=f"{type(exc).__name__}: {exc}")
-    return record_of(call, done.trace, structured=done.structured, text=done.text, is_error=done.is_error)
-
-
 class Load:
-    """`users` threads calling `url` until `stop`; `join` returns the records."""
+    """`users` Locust users calling `host` + `mcp_path` until `stop`; `join` returns the records."""
 
-    def __init__(self, url: str, scenario: Scenario, *, users: int, seed: int = 0) -> None:
-        self._url, self._scenario = url, scenario
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._records: list[CallRecord] = []
-        self._threads = [threading.Thread(target=self._user, args=(seed + n,), daemon=True) for n in range(users)]
+    def __init__(self, host: str, mcp_path: str, scenario: Scenario, *, users: int, work_dir: Path) -> None:
+        self._argv = [sys.executable, "-m", "mrtr_fleet_check.load_process"]
+        self._host, self._mcp_path, self._scenario, self._users = host, mcp_path, scenario, users
+        work_dir.mkdir(parents=True, exist_ok=True)
+        self._plan, self._records, self._log = (work_dir / name for name in ("load.json", "records.jsonl", "load.log"))
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stopping = threading.Event()
 
     def start(self) -> Load:
-        for thread in self._threads:
-            thread.start()
+        token = self._scenario.tokens[0] if self._scenario.tokens else None
+        plan = {
+            "host": self._host,
+            "mcp_path": self._mcp_path,
+            "users": self._users,
+            "token": token,
+            "records": str(self._records),
+            "calls": [_plain(call.mcp_call()) for call in self._scenario.calls],
+        }
+        self._plan.write_text(json.dumps(plan, indent=2), encoding="utf-8")
+        self._records.write_text("", encoding="utf-8")
+        with self._log.open("wb") as log:
+            self._process = subprocess.Popen([*self._argv, str(self._plan)], stdout=log, stderr=subprocess.STDOUT)
         return self
 
     def stop(self, after: float = 0.0) -> None:
         """End the load once `after` more seconds have passed: the calls in flight finish, no new one starts."""
         if after > 0:
-            self._stop.wait(after)
-        self._stop.set()
+            self._stopping.wait(after)
+        self._stopping.set()
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
 
     def count(self) -> int:
-        with self._lock:
-            return len(self._records)
+        """Calls finished so far (the process must still be running: one that ended early is a failure)."""
+        if self._process is not None and self._process.poll() is not None and not self._stopping.is_set():
+            raise LoadFailed(f"the load's process ended early (exit {self._process.returncode}):\n{self._tail()}")
+        with self._records.open("rb") as records:
+            return sum(1 for line in records if line.endswith(b"\n"))
 
     def join(self) -> list[CallRecord]:
-        for thread in self._threads:
-            thread.join()
-        with self._lock:
-            return list(self._records)
+        assert self._process is not None, "join before start"
+        try:
+            code = self._process.wait(timeout=STOP_TIMEOUT + 30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            raise LoadFailed(f"the load did not stop within {STOP_TIMEOUT + 30:g} s:\n{self._tail()}") from None
+        if code != 0:
+            raise LoadFailed(f"the load's process failed (exit {code}):\n{self._tail()}")
+        lines = self._records.read_text(encoding="utf-8").splitlines()
+        return [CallRecord(**json.loads(line)) for line in lines if line]
 
-    def _user(self, seed: int) -> None:
-        rng = random.Random(seed)
-        calls = self._scenario.calls
-        weights = [call.weight for call in calls]
-        token = self._scenario.tokens[0] if self._scenario.tokens else None
-        policy = RetryPolicy(restart_unreadable_state=False)
-        visits = Visits()
-        http = httpx.Client(timeout=TIMEOUT, event_hooks={"response": [visits]})
-        with Client(self._url, policy=policy, token=token, http=http) as client:
-            while not self._stop.is_set():
-                record = run_call(client, rng.choices(calls, weights)[0], visits)
-                with self._lock:
-                    self._records.append(record)
+    def _tail(self, lines: int = 20) -> str:
+        return "\n".join(self._log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def _plain(call: Any) -> dict[str, Any]:
+    """An `McpCall` as the plain data `McpCall.from_mapping` reads back."""
+    return {
+        "tool": call.tool,
+        "arguments": dict(call.arguments),
+        "weight": call.weight,
+        "task": call.task,
+        "answers": dict(call.answers),
+    }
+
+
+def as_json(record: CallRecord) -> str:
+    return json.dumps(asdict(record), default=str)

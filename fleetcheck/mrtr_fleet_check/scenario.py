@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mrtr_client import ScriptedInputs
+from mrtr_locust.mcp_calls import SAMPLED_TEXT, CallSpecError, McpCall
 
 
 class ScenarioError(ValueError):
@@ -40,8 +41,12 @@ class Call:
     expect: Expect = field(default_factory=Expect)
 
     def inputs(self) -> ScriptedInputs:
-        """Answers by key; a key with no answer gets its form's schema defaults (`ScriptedInputs`)."""
-        return ScriptedInputs(forms=dict(self.answers), sample=lambda _params: "fleet-check", roots=[])
+        """The probes' answers, those `McpUser` gives the load: by key, else the form's defaults (no URL mode)."""
+        return ScriptedInputs(forms=dict(self.answers), sample=lambda _params: SAMPLED_TEXT, roots=[], url_action=None)
+
+    def mcp_call(self) -> McpCall:
+        """The call as the load's `McpUser` runs it (no check: the check judges the records itself)."""
+        return McpCall(self.tool, self.arguments, self.weight, self.task, self.answers)
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,6 @@ class Scenario:
     """Bearer tokens of distinct principals: the first for every call, the second for the foreign-principal probe."""
 
 
-_CALL_KEYS = frozenset({"tool", "arguments", "weight", "task", "answers", "expect"})
 _TOP_KEYS = frozenset({"name", "call", "tokens"})
 
 
@@ -79,43 +83,26 @@ def parse_scenario(data: dict[str, Any], *, where: str = "scenario") -> Scenario
     tokens = data.get("tokens", [])
     if not isinstance(tokens, list) or not all(isinstance(t, str) and t for t in tokens):
         raise ScenarioError(f"{where}: `tokens` must be a list of bearer tokens (strings)")
-    calls = tuple(_call(raw, f"{where}: call {n + 1}") for n, raw in enumerate(raw_calls))
+    calls = tuple(_call(raw, f"{where}: [[call]] {n + 1}") for n, raw in enumerate(raw_calls))
     return Scenario(name=name, calls=calls, tokens=tuple(tokens))
 
 
 def _call(raw: Any, where: str) -> Call:
+    """A `[[call]]` table, read by the same rules as `McpCall.from_mapping` (the load runs it as one)."""
     if not isinstance(raw, dict):
         raise ScenarioError(f"{where}: a [[call]] must be a table")
-    unknown = sorted(raw.keys() - _CALL_KEYS)
-    if unknown:
-        raise ScenarioError(f"{where}: unknown keys {unknown}; known: {sorted(_CALL_KEYS)}")
-    tool = raw.get("tool")
-    if not isinstance(tool, str) or not tool:
-        raise ScenarioError(f"{where}: `tool` must be the name of a tool the server lists")
-    arguments = raw.get("arguments", {})
-    answers = raw.get("answers", {})
-    weight = raw.get("weight", 1)
-    task = raw.get("task", False)
-    for key, value, kind in (("arguments", arguments, dict), ("answers", answers, dict), ("task", task, bool)):
-        if not isinstance(value, kind):
-            raise ScenarioError(f"{where} ({tool}): `{key}` must be a {kind.__name__}")
-    if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
-        raise ScenarioError(f"{where} ({tool}): `weight` must be a whole number of at least 1, not {weight!r}")
-    for key, answer in answers.items():
-        if not isinstance(answer, dict | str):
-            raise ScenarioError(f"{where} ({tool}): answer {key!r} must be a table (form content) or an action")
-    return Call(tool, arguments, weight, task, answers, _expect(raw.get("expect", {}), f"{where} ({tool})"))
-
-
-def _expect(raw: Any, where: str) -> Expect:
-    if not isinstance(raw, dict):
-        raise ScenarioError(f"{where}: [call.expect] must be a table")
-    unknown = sorted(raw.keys() - {"structured", "text"})
-    if unknown:
-        raise ScenarioError(f"{where}: unknown keys in [call.expect] {unknown}; known: ['structured', 'text']")
-    if "structured" in raw and "text" in raw:
-        raise ScenarioError(f"{where}: [call.expect] takes `structured` or `text`, not both")
-    text = raw.get("text")
-    if text is not None and not isinstance(text, str):
-        raise ScenarioError(f"{where}: [call.expect] `text` must be a string")
-    return Expect(structured=raw.get("structured"), text=text)
+    if "name" in raw:
+        raise ScenarioError(f"{where}: `name` is not used by the fleet check (its report names calls by tool)")
+    try:
+        spec = McpCall.from_mapping(raw)
+    except CallSpecError as exc:
+        raise ScenarioError(f"{where}: {exc}") from None
+    expect = raw.get("expect", {})
+    return Call(
+        spec.tool,
+        dict(spec.arguments),
+        spec.weight,
+        spec.task,
+        dict(spec.answers),
+        Expect(structured=expect.get("structured"), text=expect.get("text")),
+    )

@@ -27,6 +27,8 @@ EXPECT_KEYS = frozenset({"structured", "text"})
 TASK_STATS = {TASKS_GET: "task:poll", TASKS_UPDATE: "task:update", TASKS_CANCEL: "task:cancel"}
 TASK_STATS[SUBSCRIPTIONS_LISTEN] = "task:listen"
 TASK_PUSH = "task:push"
+SAMPLED_TEXT = "a canned answer from McpUser"
+"""The model text of the default sampling answer."""
 
 
 class CallSpecError(ValueError):
@@ -148,6 +150,12 @@ class McpCallRecord:
     error_code: int | None
     """The JSON-RPC error code, when the call ended with one."""
     elapsed_ms: float
+    error_message: str | None = None
+    """The server's own message, when the call ended with a JSON-RPC error."""
+    versions: list[str] = field(default_factory=list)
+    """Distinct versions that answered (the `X-Worker-Version` header), in order of first visit."""
+    last_version: str | None = None
+    """The version of the instance that gave the last answer (a complete answer's author)."""
 
     @property
     def ok(self) -> bool:

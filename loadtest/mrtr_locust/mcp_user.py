@@ -38,8 +38,8 @@ from typing import Any, ClassVar
 import httpx
 from locust import User, task
 
-from mrtr_client import CallResult, Client, RpcError, default_form_content, sampling_answer
-from mrtr_locust.mcp_calls import TASK_PUSH, McpCall, McpCallRecord, check_calls, round_name
+from mrtr_client import CallResult, Client, RetryPolicy, RpcError, default_form_content, sampling_answer
+from mrtr_locust.mcp_calls import SAMPLED_TEXT, TASK_PUSH, McpCall, McpCallRecord, check_calls, round_name
 from mrtr_locust.recorder import RecordingTransport
 from mrtr_locust.target import MissingHost, run_host
 from mrtr_protocol import events
@@ -48,8 +48,6 @@ from mrtr_protocol.tasks import TASK_RESULT_TYPE
 from mrtr_protocol.wire import METHOD_HEADER
 
 HTTP_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
-SAMPLED_TEXT = "a canned answer from McpUser"
-"""The model text of the default sampling answer."""
 
 
 class CallFailed(Exception):
@@ -120,8 +118,8 @@ class McpUser(User):
     """A Locust user for any MCP server: weighted `calls`, every round driven, each call and round reported.
 
     Class attributes: `calls` (a sequence of `McpCall`), `mcp_path` (added to `--host`), `headers`,
-    `bearer_token`. Override `answer_input` to answer input requests yourself and `recorded` to see
-    each call's `McpCallRecord`.
+    `bearer_token`, `retry_policy` (the client's; None for its default). Override `answer_input` to
+    answer input requests yourself and `recorded` to see each call's `McpCallRecord`.
     """
 
     abstract = True
@@ -129,6 +127,7 @@ class McpUser(User):
     mcp_path: ClassVar[str] = "/mcp"
     headers: ClassVar[Mapping[str, str]] = {}
     bearer_token: ClassVar[str | None] = None
+    retry_policy: ClassVar[RetryPolicy | None] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -150,6 +149,7 @@ class McpUser(User):
         mcp_path: str = "/mcp",
         headers: Mapping[str, str] | None = None,
         bearer_token: str | None = None,
+        retry_policy: RetryPolicy | None = None,
         on_record: Callable[[McpCallRecord], None] | None = None,
         name: str = "ScenarioUser",
     ) -> type[McpUser]:
@@ -167,6 +167,7 @@ class McpUser(User):
             "mcp_path": mcp_path,
             "headers": dict(headers or {}),
             "bearer_token": bearer_token,
+            "retry_policy": retry_policy,
             "recorded": recorded,
         }
         return types.new_class(name, (cls,), exec_body=lambda namespace: namespace.update(attributes))
@@ -193,7 +194,9 @@ class McpUser(User):
             self.on_stop()
             self.transport = ExchangeTransport(httpx.HTTPTransport())
             http = httpx.Client(transport=self.transport, timeout=HTTP_TIMEOUT)
-            self._client = Client(url, self.inputs, headers=self.headers, token=self.bearer_token, http=http)
+            self._client = Client(
+                url, self.inputs, policy=self.retry_policy, headers=self.headers, token=self.bearer_token, http=http
+            )
             self._url = url
         return self._client
 
@@ -211,23 +214,30 @@ class McpUser(User):
         done: CallResult | None = None
         error: str | None = None
         code: int | None = None
+        message: str | None = None
         try:
             done = self._mcp().call_tool(call.tool, call.arguments, task=call.task)
         except RpcError as exc:
-            error, code = f"JSON-RPC error {exc.code}: {exc.message}", exc.code
+            error, code, message = f"JSON-RPC error {exc.code}: {exc.message}", exc.code, exc.message
         except Exception as exc:  # anything else that broke the call is a lost call, named
             error = f"{type(exc).__name__}: {exc}"
         if done is not None:
             error = _judge(call, done)
         elapsed_ms = (time.perf_counter() - started) * 1000
-        record = self._record(call, done, error, code, elapsed_ms)
+        record = self._record(call, done, (error, code, message), elapsed_ms)
         self._report(call, record)
         self.recorded(record)
         return record
 
     def _record(
-        self, call: McpCall, done: CallResult | None, error: str | None, code: int | None, elapsed_ms: float
+        self,
+        call: McpCall,
+        done: CallResult | None,
+        failure: tuple[str | None, int | None, str | None],
+        elapsed_ms: float,
     ) -> McpCallRecord:
+        """The call's record; `failure`: why it failed, the JSON-RPC error's code and the server's message."""
+        error, code, message = failure
         transport = self.transport
         hops = list(transport.hops) if transport is not None else []
         methods = list(transport.methods) if transport is not None else []
@@ -241,6 +251,8 @@ class McpUser(User):
         rounds += [TASK_PUSH] * len(pushes)
         round_ms += [push.waited_s * 1000 for push in pushes]
         instances = list(dict.fromkeys(hop.instance for hop in hops if hop.instance is not None))
+        versions = list(dict.fromkeys(hop.version for hop in hops if hop.version is not None))
+        answered = [hop.version for hop in hops if hop.status is not None]
         return McpCallRecord(
             tool=call.tool,
             name=call.label,
@@ -254,6 +266,9 @@ class McpUser(User):
             error=error,
             error_code=code,
             elapsed_ms=elapsed_ms,
+            error_message=message,
+            versions=versions,
+            last_version=answered[-1] if answered else None,
         )
 
     def _report(self, call: McpCall, record: McpCallRecord) -> None:
