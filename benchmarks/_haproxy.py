@@ -41,7 +41,10 @@ def ensure_installed(*, install: bool) -> tuple[str | None, str]:
     return None, f"haproxy could not be installed: {done.stderr.strip().splitlines()[-1:] or done.returncode}"
 
 
-def config(port: int, backends: list[str], *, access_log: bool = False) -> str:
+def config(port: int, backends: list[str], *, access_log: bool = False, server_maxconn: int | None = None) -> str:
+    """The configuration; `server_maxconn` limits each worker's concurrent requests, the rest queue in HAProxy."""
+    limit = f" maxconn {server_maxconn}" if server_maxconn else ""
+    queue = "\n    timeout queue 60s" if server_maxconn else ""
     servers = "\n".join(
         f"    server w{i} {url.removeprefix('http://')} check" for i, url in enumerate(backends, start=1)
     )
@@ -56,7 +59,7 @@ defaults
     timeout connect 2s
     timeout client 60s
     timeout server 60s
-    timeout http-keep-alive 10s
+    timeout http-keep-alive 10s{queue}
 
 frontend mcp
     bind {LOOPBACK}:{port}
@@ -66,7 +69,7 @@ backend workers
     balance roundrobin
     option httpchk GET /readyz
     http-check expect status 200
-    default-server inter 500ms fall 1 rise 1
+    default-server inter 500ms fall 1 rise 1{limit}
     retry-on conn-failure
     retries 3
     option redispatch
@@ -74,11 +77,19 @@ backend workers
 """
 
 
-def process(binary: str, port: int, backends: list[str], work_dir: Path, *, access_log: bool = False) -> ManagedProcess:
+def process(
+    binary: str,
+    port: int,
+    backends: list[str],
+    work_dir: Path,
+    *,
+    access_log: bool = False,
+    server_maxconn: int | None = None,
+) -> ManagedProcess:
     """An HAProxy child listening on 127.0.0.1:port; ready once it forwards /readyz to a worker."""
     work_dir.mkdir(parents=True, exist_ok=True)
     config_file = work_dir / "haproxy.cfg"
-    config_file.write_text(config(port, backends, access_log=access_log))
+    config_file.write_text(config(port, backends, access_log=access_log, server_maxconn=server_maxconn))
     return ManagedProcess(
         name="haproxy",
         argv=[binary, "-db", "-f", str(config_file)],

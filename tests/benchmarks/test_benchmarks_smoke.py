@@ -30,6 +30,8 @@ SMOKE = {
     ],
     # under a minute: a few seconds of capacity, 18 s of soak in three 6 s windows, tasks expiring after 5 s
     # (the fixture's long pole: 30 s of soak made it 15 s longer)
+    # the default and shedding off over a schedule of a tenth (under 10 s each); HAProxy left out when not installed
+    "spike": [*("--scale", "0.1", "--duration", "2", "--rate", "20", "--no-install")],
     "soak": [
         *("--duration", "5", "--minutes", "0.3", "--window", "6", "--sample", "1", "--ttl", "5", "--callers", "4")
     ],
@@ -57,6 +59,14 @@ def test_tasks_benchmark_reports_every_figure(outputs: dict[str, tuple[int, str]
         assert figure in output, output
     assert "per write on average" in output, output  # the workers' checkpoint histogram was read
     assert "| 1 | w" in output, output  # one recovery trial measured
+
+
+@pytest.mark.slow
+def test_spike_benchmark_reports_every_phase_and_the_targets(outputs: dict[str, tuple[int, str]]) -> None:
+    _, output = outputs["spike"]
+    for phase in ("| default | steady |", "| default | spike 1.4x |", "| shedding off | spike 3x |"):
+        assert phase in output, output
+    assert "| spike 3x: goodput |" in output, output
 
 
 @pytest.mark.slow

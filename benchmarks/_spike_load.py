@@ -1,0 +1,145 @@
+"""The spike's load: long computations arriving open loop by a schedule of demand, short calls at a fixed rate.
+
+Demand is a multiple of the fleet's capacity in computation steps per second: a phase of factor 1.4
+starts `count_primes` calls (the `MIX`, in turn) at 1.4 x capacity / mean steps per call, whatever the
+answers do, so an overload cannot hold back the arrivals (no coordinated omission). The long calls run
+in a child process (their client work must not delay the short calls' sender); each has a deadline,
+after which the client gives up on it: a timeout, which is lost work, never a clean refusal. Every
+record carries times on `time.monotonic()`, the clock every process on the machine shares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from dataclasses import dataclass
+from multiprocessing.queues import Queue
+from typing import Any
+
+import aiohttp
+
+from benchmarks._cluster import MIX, PATIENT
+from benchmarks._load import echo_request, is_complete
+from mrtr_client import AsyncClient, MrtrError, RpcError
+
+DEADLINE_S = 60.0
+"""A long call's deadline from its arrival: beyond it the caller gives up (a timeout, counted as lost)."""
+MEAN_STEPS = sum(call.steps for call in MIX) / len(MIX)
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    demand: float
+    """Offered long-call work as a multiple of the fleet's capacity."""
+    seconds: float
+
+
+@dataclass(frozen=True)
+class LongCall:
+    arrived: float
+    ended: float
+    phase: int
+    """The phase it arrived in."""
+    outcome: str
+    """`complete`, `wrong`, `refused` (a JSON-RPC error: a clear answer), `timeout` or `lost` (broke on the way)."""
+    requests: int
+    """HTTP requests the call took (its rounds), known for a complete one."""
+    retry_hint: bool = False
+    """A refusal said when to come back (`retryAfterMs` or a `Retry-After`)."""
+
+
+@dataclass(frozen=True)
+class ShortCall:
+    planned: float
+    latency_ms: float
+    ok: bool
+
+
+def schedule_times(phases: list[Phase], capacity: float, started: float) -> list[tuple[float, int]]:
+    """When each long call arrives, and in which phase: evenly spaced at each phase's rate."""
+    arrivals: list[tuple[float, int]] = []
+    at = started
+    for index, phase in enumerate(phases):
+        rate = phase.demand * capacity / MEAN_STEPS
+        if rate > 0:
+            interval = 1.0 / rate
+            n = 0
+            while n * interval < phase.seconds:
+                arrivals.append((at + n * interval, index))
+                n += 1
+        at += phase.seconds
+    return arrivals
+
+
+async def long_calls(url: str, arrivals: list[tuple[float, int]]) -> list[LongCall]:
+    records: list[LongCall] = []
+    async with AsyncClient(url, policy=PATIENT) as client:
+
+        async def one(n: int, arrived: float, phase: int) -> None:
+            call = MIX[n % len(MIX)]
+            outcome, requests, hint = "lost", 0, False
+            try:
+                done = await asyncio.wait_for(client.call_tool("count_primes", call.arguments), DEADLINE_S)
+                outcome, requests = ("complete" if call.correct(done) else "wrong"), len(done.trace.hops)
+            except TimeoutError:
+                outcome = "timeout"
+            except RpcError as exc:
+                outcome, hint = "refused", isinstance(exc.data, dict) and "retryAfterMs" in exc.data
+            except (MrtrError, OSError, ValueError):
+                outcome = "lost"
+            records.append(LongCall(arrived, time.monotonic(), phase, outcome, requests, hint))
+
+        tasks = []
+        for n, (at, phase) in enumerate(arrivals):
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            tasks.append(asyncio.create_task(one(n, at, phase)))
+        await asyncio.gather(*tasks)
+    return records
+
+
+def _long_calls_process(url: str, arrivals: list[tuple[float, int]], out: Queue[Any]) -> None:
+    out.put(asyncio.run(long_calls(url, arrivals)))
+
+
+class LongCallsProcess:
+    """The long calls in a child process (spawned: a fresh interpreter, none of this one's threads)."""
+
+    def __init__(self, url: str, arrivals: list[tuple[float, int]]) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._out: Queue[Any] = context.Queue()
+        self._child = context.Process(target=_long_calls_process, args=(url, arrivals, self._out))
+
+    def start(self) -> LongCallsProcess:
+        self._child.start()
+        return self
+
+    def join(self) -> list[LongCall]:
+        records: list[LongCall] = self._out.get(True, DEADLINE_S * 3)
+        self._child.join()
+        return records
+
+
+async def short_calls(url: str, rate: float, started: float, seconds: float) -> list[ShortCall]:
+    """`echo` calls at `rate` per second from `started` for `seconds`; latency counts from the planned send time."""
+    records: list[ShortCall] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def one(n: int, planned: float) -> None:
+            body, headers = echo_request(n)
+            try:
+                async with session.post(url, data=body, headers=headers) as response:
+                    payload = await response.read()
+                    ok = response.status == 200 and is_complete(response.content_type, payload)
+            except aiohttp.ClientError:
+                ok = False
+            records.append(ShortCall(planned, (time.monotonic() - planned) * 1000, ok))
+
+        tasks = []
+        for n in range(int(seconds * rate)):
+            planned = started + n / rate
+            await asyncio.sleep(max(0.0, planned - time.monotonic()))
+            tasks.append(asyncio.create_task(one(n, planned)))
+        await asyncio.gather(*tasks)
+    return records

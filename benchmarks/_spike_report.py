@@ -1,0 +1,114 @@
+"""The spike's section of docs/benchmarks.md: per setup and phase, then the targets for the default setup."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from benchmarks._spike_figures import SETTLED_FACTOR, PhaseFigures
+from benchmarks._spike_load import DEADLINE_S
+from benchmarks.report import markdown_table
+
+if TYPE_CHECKING:
+    from benchmarks.spike import SetupRun
+
+
+def _ms(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.0f}"
+
+
+def _settle(value: float | None, spike: bool) -> str:
+    if not spike:
+        return ""
+    return "not settled" if value is None else f"{value:.0f} s"
+
+
+def _row(setup: str, f: PhaseFigures, spike: bool) -> tuple[object, ...]:
+    refusals = f"{f.refused} ({f.refused_with_hint} with a hint)" if f.refused else "0"
+    return (
+        setup,
+        f.phase.name,
+        f"{f.goodput:.2f}",
+        _ms(f.p50),
+        _ms(f.p99),
+        _ms(f.p999),
+        _settle(f.settle_up_s, spike),
+        _settle(f.settle_down_s, spike),
+        "-" if math.isnan(f.requests_per_call) else f"{f.requests_per_call:.1f}",
+        f"{f.completed}/{f.arrived}",
+        refusals,
+        f.lost,
+        f.short_errors,
+    )
+
+
+def _target(label: str, value: float, goal: str, met: bool) -> tuple[object, ...]:
+    return (label, "-" if math.isnan(value) else f"{value:.2f}", goal, "met" if met else "**not met**")
+
+
+def targets(figures: Sequence[PhaseFigures]) -> list[tuple[object, ...]]:
+    """The issue's targets, read from the default setup's phases."""
+    steady = figures[0]
+    rows: list[tuple[object, ...]] = []
+    for f in figures:
+        if f.phase.demand <= steady.phase.demand:
+            continue
+        name = f.phase.name
+        if f.phase.demand <= 1.5:
+            ratio = f.p99 / steady.p99 if steady.p99 else math.nan
+            settle = max(f.settle_up_s or math.inf, f.settle_down_s or math.inf)
+            rows += [
+                _target(f"{name}: goodput", f.goodput, ">= 0.9", f.goodput >= 0.9),
+                _target(f"{name}: short p99 / steady", ratio, "<= 3", ratio <= 3),
+                _target(f"{name}: settled (s, worse of up and down)", settle, "<= 2", settle <= 2),
+                _target(
+                    f"{name}: requests per completed call", f.requests_per_call, "<= 1.5", f.requests_per_call <= 1.5
+                ),
+                _target(f"{name}: lost", f.lost, "0", f.lost == 0),
+            ]
+        else:
+            rows += [
+                _target(f"{name}: goodput", f.goodput, ">= 0.8", f.goodput >= 0.8),
+                _target(f"{name}: lost", f.lost, "0", f.lost == 0),
+                _target(
+                    f"{name}: refusals with a hint",
+                    f.refused_with_hint,
+                    f"all {f.refused}",
+                    f.refused_with_hint == f.refused,
+                ),
+            ]
+    return rows
+
+
+def report(runs: Sequence[SetupRun], capacity: float, rate: float, maxconn: int) -> list[str]:
+    first = runs[0].phases if runs else []
+    schedule = ", ".join(f"{p.name} {p.demand:g}x for {p.seconds:g} s" for p in first)
+    lines = [
+        "## A demand spike over the whole fleet",
+        "",
+        f"Three workers behind the entry point; the fleet's capacity, measured first in the same run: "
+        f"**{capacity:.1f} steps/s**. Long `count_primes` calls arrive open loop at the demand of each phase "
+        f"({schedule}); `echo` short calls at {rate:g}/s throughout (latency from the planned send time). "
+        f"A long call's caller gives up after {DEADLINE_S:g} s (counted lost). Setups one after the other: "
+        f"the default, shedding off, and HAProxy with `maxconn {maxconn}` per worker and a queue in front of "
+        "the default workers. **Goodput**: the workers' steps/s over the capacity; **settled**: from the "
+        f"step (up, then down) to the end of the first second whose short-call p99 is within {SETTLED_FACTOR:g}x "
+        "the steady p99; **requests/call**: HTTP requests per completed long call, by arrival phase.",
+        "",
+    ]
+    columns = [
+        "setup", "phase", "goodput", "short p50 ms", "p99 ms", "p99.9 ms", "settled up", "settled down",
+        "requests/call", "long completed", "refused", "lost", "short errors",
+    ]  # fmt: skip
+    rows = [_row(run.name, f, f.phase.demand > run.phases[0].demand) for run in runs for f in run.figures]
+    lines += markdown_table(columns, "llrrrrrrrrrrr", rows)
+    default = next((run for run in runs if run.name == "default"), None)
+    if default is not None:
+        lines += ["", "The targets, on the default setup:", ""]
+        lines += markdown_table(["target", "measured", "goal", ""], "lrll", targets(default.figures))
+    lines += [
+        "",
+        "Timelines: " + ", ".join(f"![{run.name}](spike-{run.name.replace(' ', '-').lower()}.png)" for run in runs),
+    ]
+    return lines
