@@ -83,7 +83,7 @@ def targets(figures: Sequence[PhaseFigures]) -> list[tuple[object, ...]]:
 
 def report(runs: Sequence[SetupRun], capacity: float, rate: float, maxconn: int) -> list[str]:
     first = runs[0].phases if runs else []
-    schedule = ", ".join(f"{p.name} {p.demand:g}x for {p.seconds:g} s" for p in first)
+    schedule = ", ".join(f"{p.name} ({p.demand:g}x, {p.seconds:g} s)" for p in first)
     lines = [
         "## A demand spike over the whole fleet",
         "",
