@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,8 @@ class PhaseFigures:
     """Calls that ended wrong, past their deadline or broken: their steps were spent for nothing."""
     wrong: int
     requests_per_call: float
+    hand_backs: dict[str, float]
+    """Hand-backs per completed call, by reason."""
     settle_up_s: float | None = None
     settle_down_s: float | None = None
 
@@ -136,6 +139,10 @@ def phase_figures(
                 lost=sum(1 for c in arrived if c.outcome in LOST_OUTCOMES),
                 wrong=sum(1 for c in arrived if c.outcome == "wrong"),
                 requests_per_call=(sum(c.requests for c in completed) / len(completed)) if completed else math.nan,
+                hand_backs={
+                    reason: count / len(completed)
+                    for reason, count in sorted(Counter(r for c in completed for r in c.hand_backs).items())
+                },
                 settle_up_s=settle_time(p99s, int(low - started), threshold) if spike else None,
                 settle_down_s=settle_time(p99s, int(high - started), threshold) if spike else None,
             )

@@ -48,6 +48,8 @@ class LongCall:
     """HTTP requests the call took (its rounds), known for a complete one."""
     retry_hint: bool = False
     """A refusal said when to come back (`retryAfterMs` or a `Retry-After`)."""
+    hand_backs: tuple[str, ...] = ()
+    """Why each round of a complete call that was not the last ended (`admission`, `slice`, ...)."""
 
 
 @dataclass(frozen=True)
@@ -80,16 +82,18 @@ async def long_calls(url: str, arrivals: list[tuple[float, int]]) -> list[LongCa
         async def one(n: int, arrived: float, phase: int) -> None:
             call = MIX[n % len(MIX)]
             outcome, requests, hint = "lost", 0, False
+            reasons: tuple[str, ...] = ()
             try:
                 done = await asyncio.wait_for(client.call_tool("count_primes", call.arguments), DEADLINE_S)
                 outcome, requests = ("complete" if call.correct(done) else "wrong"), len(done.trace.hops)
+                reasons = tuple(hop.reason for hop in done.trace.hops[:-1])
             except TimeoutError:
                 outcome = "timeout"
             except RpcError as exc:
                 outcome, hint = "refused", isinstance(exc.data, dict) and "retryAfterMs" in exc.data
             except (MrtrError, OSError, ValueError):
                 outcome = "lost"
-            records.append(LongCall(arrived, time.monotonic(), phase, outcome, requests, hint))
+            records.append(LongCall(arrived, time.monotonic(), phase, outcome, requests, hint, reasons))
 
         tasks = []
         for n, (at, phase) in enumerate(arrivals):

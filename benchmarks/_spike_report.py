@@ -29,6 +29,7 @@ def _row(setup: str, f: PhaseFigures, spike: bool) -> tuple[object, ...]:
     return (
         setup,
         f.phase.name,
+        f"{f.phase.demand:.2f}",
         f"{f.goodput:.2f}",
         _ms(f.p50),
         _ms(f.p99),
@@ -36,6 +37,7 @@ def _row(setup: str, f: PhaseFigures, spike: bool) -> tuple[object, ...]:
         _settle(f.settle_up_s, spike),
         _settle(f.settle_down_s, spike),
         "-" if math.isnan(f.requests_per_call) else f"{f.requests_per_call:.1f}",
+        ", ".join(f"{reason} {n:.1f}" for reason, n in f.hand_backs.items()),
         f"{f.completed}/{f.arrived}",
         refusals,
         f.lost,
@@ -81,32 +83,38 @@ def targets(figures: Sequence[PhaseFigures]) -> list[tuple[object, ...]]:
     return rows
 
 
-def report(runs: Sequence[SetupRun], capacity: float, rate: float, maxconn: int) -> list[str]:
+def report(runs: Sequence[SetupRun], capacities: tuple[float, float], rate: float, maxconn: int) -> list[str]:
+    """`capacities`: measured before and after the setups; the larger is the capacity goodput is measured against."""
+    capacity = max(capacities)
     first = runs[0].phases if runs else []
-    schedule = ", ".join(f"{p.name} ({p.demand:g}x, {p.seconds:g} s)" for p in first)
+    schedule = ", ".join(f"{p.name} ({p.demand:.2f}x, {p.seconds:g} s)" for p in first)
     lines = [
         "## A demand spike over the whole fleet",
         "",
-        f"Three workers behind the entry point; the fleet's capacity, measured first in the same run: "
-        f"**{capacity:.1f} steps/s**. Long `count_primes` calls arrive open loop at the demand of each phase "
+        f"Three workers behind the entry point; the fleet's capacity, measured in the same run before and after the "
+        f"setups (twice as many closed-loop callers as slots, shedding off): {capacities[0]:.1f} and "
+        f"{capacities[1]:.1f} steps/s, the larger used: **{capacity:.1f} steps/s** (demand is planned on the first; "
+        "**offered** is the demand over the capacity used). Long `count_primes` calls arrive open loop at the "
+        "demand of each phase "
         f"({schedule}); `echo` short calls at {rate:g}/s throughout (latency from the planned send time). "
         f"A long call's caller gives up after {DEADLINE_S:g} s (counted lost). Setups one after the other: "
-        f"the default, shedding off, and HAProxy with `maxconn {maxconn}` per worker and a queue in front of "
-        "the default workers. **Goodput**: the workers' steps/s over the capacity; **settled**: from the "
+        f"the default, shedding off, HAProxy with `maxconn {maxconn}` per worker and a queue in front of "
+        "the default workers, and the default with the fleet-full rule (`FLEET_FULL_HOLD_MS=1000`). "
+        "**Goodput**: the workers' steps/s over the capacity; **settled**: from the "
         f"step (up, then down) to the end of the first second whose short-call p99 is within {SETTLED_FACTOR:g}x "
         "the steady p99; **requests/call**: HTTP requests per completed long call, by arrival phase.",
         "",
     ]
     columns = [
-        "setup", "phase", "goodput", "short p50 ms", "p99 ms", "p99.9 ms", "settled up", "settled down",
-        "requests/call", "long completed", "refused", "lost", "short errors",
+        "setup", "phase", "offered", "goodput", "short p50 ms", "p99 ms", "p99.9 ms", "settled up", "settled down",
+        "requests/call", "hand-backs/call", "long completed", "refused", "lost", "short errors",
     ]  # fmt: skip
     rows = [_row(run.name, f, f.phase.demand > run.phases[0].demand) for run in runs for f in run.figures]
-    lines += markdown_table(columns, "llrrrrrrrrrrr", rows)
-    default = next((run for run in runs if run.name == "default"), None)
-    if default is not None:
-        lines += ["", "The targets, on the default setup:", ""]
-        lines += markdown_table(["target", "measured", "goal", ""], "lrll", targets(default.figures))
+    lines += markdown_table(columns, "llrrrrrrrrlrrrr", rows)
+    for run in runs:
+        if run.name in ("default", "fleet-full rule"):
+            lines += ["", f"The targets, on the setup {run.name!r}:", ""]
+            lines += markdown_table(["target", "measured", "goal", ""], "lrll", targets(run.figures))
     lines += [
         "",
         "Timelines: " + ", ".join(f"![{run.name}](spike-{run.name.replace(' ', '-').lower()}.png)" for run in runs),

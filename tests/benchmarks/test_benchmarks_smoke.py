@@ -30,8 +30,8 @@ SMOKE = {
     ],
     # under a minute: a few seconds of capacity, 18 s of soak in three 6 s windows, tasks expiring after 5 s
     # (the fixture's long pole: 30 s of soak made it 15 s longer)
-    # the default and shedding off over a schedule of a tenth (under 10 s each); HAProxy left out when not installed
-    "spike": [*("--scale", "0.1", "--duration", "2", "--rate", "20", "--no-install")],
+    # the default and the fleet-full rule over a schedule of a tenth (under 10 s each)
+    "spike": [*("--scale", "0.1", "--duration", "2", "--rate", "20", "--setups", "default,fleet-full rule")],
     "soak": [
         *("--duration", "5", "--minutes", "0.3", "--window", "6", "--sample", "1", "--ttl", "5", "--callers", "4")
     ],
@@ -64,7 +64,7 @@ def test_tasks_benchmark_reports_every_figure(outputs: dict[str, tuple[int, str]
 @pytest.mark.slow
 def test_spike_benchmark_reports_every_phase_and_the_targets(outputs: dict[str, tuple[int, str]]) -> None:
     _, output = outputs["spike"]
-    for phase in ("| default | steady |", "| default | spike 1.4x |", "| shedding off | spike 3x |"):
+    for phase in ("| default | steady |", "| default | spike 1.4x |", "| fleet-full rule | spike 3x |"):
         assert phase in output, output
     assert "| spike 3x: goodput |" in output, output
 

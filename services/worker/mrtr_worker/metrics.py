@@ -51,6 +51,11 @@ class WorkerMetrics:
         self.queued = Gauge(
             "mrtr_worker_queued_computations", "Calls waiting for a compute slot (a rebalance moves them)", registry=r
         )
+        self.fleet_full = Gauge(
+            "mrtr_worker_fleet_full",
+            "1 while the fleet looks full from here: a full worker queues new calls instead of handing them back",
+            registry=r,
+        )
         self.compute_steps = Counter(
             "mrtr_worker_compute_steps", "Computation steps executed on this instance", ["tool"], registry=r
         )

@@ -17,10 +17,20 @@ def arrive(
     draining: bool = False,
     slow: bool = False,
     full: bool = False,
+    fleet_full: bool = False,
 ) -> Decision:
     """What the policy decides for a round arriving at `here` (by default: an idle instance, a first round)."""
     return policy.arrives(
-        Arrival(pace=pace, hops=hops, instance_id=here, last=last, draining=draining, slow=slow, full=full)
+        Arrival(
+            pace=pace,
+            hops=hops,
+            instance_id=here,
+            last=last,
+            draining=draining,
+            slow=slow,
+            full=full,
+            fleet_full=fleet_full,
+        )
     )
 
 

@@ -325,7 +325,7 @@ async def test_admission_refuses_a_new_call_when_full_but_not_a_prioritized_one(
 
     hint, data, _ = handed_back(await engine.run(make_round(state_after_hops(1)), computation, {"n": 4}))
     assert hint == {"reason": "admission", "hops": 2, "retryAfterMs": 50}
-    assert data == {"checkpoint": {"n": 4, "i": 0}, "steps": 0}
+    assert data == {"checkpoint": {"n": 4, "i": 0}, "steps": 0, "refused": True}
 
     # After priority_after_hops (4) hand-backs the call queues for the slot instead, and is not shed.
     prioritized = asyncio.create_task(engine.run(make_round(state_after_hops(4)), computation, {"n": 1}))

@@ -29,6 +29,7 @@ def boundary(
     alone: bool = False,
     pace_here: bool = False,
     reference: float | None = None,
+    fleet_full: bool = False,
 ) -> Boundary:
     return Boundary(
         slice_ms=slice_ms,
@@ -40,6 +41,7 @@ def boundary(
         alone=alone,
         pace_here=pace_here,
         reference=reference,
+        fleet_full=fleet_full,
     )
 
 
@@ -62,6 +64,15 @@ def test_admission_refuses_only_requests_not_yet_prioritized(
     decision = arrive(policy, hops=hops, full=True)
     assert isinstance(decision, Wait if prioritized else HandBack)
     assert prioritized or (isinstance(decision, HandBack) and decision.reason is EndOfRound.ADMISSION)
+
+
+def test_a_full_instance_queues_a_new_round_when_the_fleet_looks_full() -> None:
+    assert isinstance(arrive(DEFAULT, full=True, fleet_full=True), Wait)
+    assert isinstance(arrive(DEFAULT, full=True), HandBack)
+    assert isinstance(arrive(DEFAULT, full=False, fleet_full=True), Run)
+    draining = arrive(DEFAULT, full=True, fleet_full=True, draining=True)
+    assert isinstance(draining, HandBack)
+    assert draining.reason is EndOfRound.DRAIN
 
 
 @pytest.mark.parametrize(
@@ -126,6 +137,10 @@ BOUNDARIES = {
     "4 hops, slice": (DEFAULT, boundary(2000, hops=4), None),
     "40 hops, both": (DEFAULT, boundary(10**6, hops=40, waiting=9), None),
     "priority after 1 hop": (SheddingPolicy(SheddingSettings(priority_after_hops=1)), boundary(10**6, hops=1), None),
+    # the fleet looks full: a yield would wait at the back of another full queue, so it runs on; a drain still ends it
+    "fleet full, pressure": (DEFAULT, boundary(500, waiting=3, fleet_full=True), None),
+    "fleet full, slice": (DEFAULT, boundary(9000, fleet_full=True), None),
+    "fleet full, drain": (DEFAULT, boundary(0, draining=True, fleet_full=True), EndOfRound.DRAIN),
     # shedding off: no pressure, no slice
     "off, pressure": (OFF, boundary(10**6, waiting=5), None),
     "off, slice": (OFF, boundary(10**6), None),

@@ -24,6 +24,7 @@ from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.compute.computation import Computation, State
+from mrtr_worker.compute.fleet_load import FleetLoad
 from mrtr_worker.compute.policy import Arrival, Boundary, HandBack, SheddingPolicy, SheddingSettings, Wait
 from mrtr_worker.compute.queueing import wait_for_slot
 from mrtr_worker.compute.slots import Slots
@@ -37,6 +38,8 @@ from mrtr_worker.tool_api.rounds import Round
 
 COMPUTE_META_KEY = "mrtr-cluster.dev/compute"
 """Vendor `_meta` key on a computation's complete result: steps in all, hops, instances visited."""
+REFUSED_KEY = "refused"
+"""In the state of a round refused at admission: the next instance learns that this one was full."""
 
 
 class Engine:
@@ -65,6 +68,9 @@ class Engine:
         self.standing = Standing.for_step_aside(settings.step_aside)
         """What this instance learned of its own speed against its peers', from the rounds it served."""
         self._max_workers = settings.max_concurrent
+        self.fleet_load = FleetLoad(settings.fleet_full_hold_ms)
+        """Whether the fleet looks full from here, from the rounds other full instances refused."""
+        metrics.fleet_full.set_function(lambda: float(self.fleet_load.full(self._clock(), self._slots.waiting)))
         metrics.stepping_aside.set_function(lambda: float(self.stepping_aside()))
         metrics.queued.set_function(lambda: float(self._slots.waiting))
 
@@ -123,15 +129,19 @@ class Engine:
                     return rnd.ask({question.key: question.request}, self._data(state, steps, question=pending))
                 state = question.apply(state, answer.content)
 
+        last = last_instance(rnd.trace.visited)
+        refused_elsewhere = rnd.data.get(REFUSED_KEY) is True and last not in (None, rnd.identity.instance_id)
+        self.fleet_load.note(refused_elsewhere=refused_elsewhere, now=self._clock())
         arrival = Arrival(
             pace=rnd.trace.pace,
             hops=rnd.trace.fair_hops,
             instance_id=rnd.identity.instance_id,
-            last=last_instance(rnd.trace.visited),
+            last=last,
             draining=self._lifecycle.draining,
             slow=self._note_pace(rnd, computation.name) is Judgement.SLOW,
             full=not self._slots.available,
             can_hand_back=rnd.can_hand_back,
+            fleet_full=self.fleet_load.full(self._clock(), self._slots.waiting),
         )
         decision = self.policy.arrives(arrival)
         if isinstance(decision, HandBack):
@@ -191,6 +201,7 @@ class Engine:
                     pace_here=pace_here,
                     reference=reference,
                     instance_id=rnd.identity.instance_id,
+                    fleet_full=self.fleet_load.full(self._clock(), self._slots.waiting),
                 )
                 end = self.policy.at_step_end(boundary) if rnd.can_hand_back else None
                 if end is not None:
@@ -223,7 +234,10 @@ class Engine:
     def _hand_back(self, rnd: Round, state: State, steps: int, end: HandBack) -> InputRequiredResult:
         """End the round as the policy decided: the pace it carries on is sealed with its trace."""
         rnd.trace.pace = end.pace
-        return rnd.hand_back(self._data(state, steps), end.reason, retry_after_ms=end.retry_after_ms)
+        data = self._data(state, steps)
+        if end.reason is EndOfRound.ADMISSION:
+            data[REFUSED_KEY] = True  # the instance it lands on next learns that this one is full
+        return rnd.hand_back(data, end.reason, retry_after_ms=end.retry_after_ms)
 
     @staticmethod
     def _data(state: State, steps: int, *, question: str | None = None) -> dict[str, Any]:

@@ -57,6 +57,10 @@ class SheddingSettings:
     """Measured time here before rates are compared, so one slow step (noise) does not bounce a call."""
     straggler_budget: int = Field(default=3, ge=0)
     """Moves per request (off a straggler, out of a long queue): what they can add to the client's rounds is bounded."""
+    fleet_full_hold_ms: int = Field(default=0, ge=0)
+    """After a round another instance refused at admission arrives here, for this long the fleet counts as full: a
+    full instance queues new rounds instead of refusing them, and runs its computations on (`compute.fleet_load`);
+    0 (the default until the spike benchmark has settled it: docs/policy.md) turns it off."""
     queue_wait_ms: int = Field(default=0, ge=0)
     """A prioritized request queued this long for a slot moves on (a move, within the budget); 0 (the default,
     see the module's docstring): it waits for its slot."""
@@ -109,6 +113,8 @@ class Boundary:
     the round's own pace says nothing of another instance (a new call, or a pace measured here alone)."""
     instance_id: str | None = None
     """This instance: a round handed on as a straggler carries it as the instance it fled."""
+    fleet_full: bool = False
+    """The fleet looks full from here (`compute.fleet_load`): neither pressure nor the time slice ends the round."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,8 @@ class Arrival:
     """Every compute slot here is taken."""
     can_hand_back: bool = True
     """False for a round that cannot end early (a 2025-era wire): it waits for a slot and runs to its end."""
+    fleet_full: bool = False
+    """The fleet looks full from here (`compute.fleet_load`): a refusal would only circle, so the round queues."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +187,8 @@ class SheddingPolicy:
 
         In order: a drain; a round back on the straggler it last left (`fled_here`); an instance that knows it
         is slow; then, with every slot taken, a hand-back at admission unless the request is prioritized (aged,
-        or straight from a straggler), else a wait that a rebalance or `queue_wait_ms` may end with a move.
+        or straight from a straggler) or the fleet looks full, else a wait that a rebalance or `queue_wait_ms`
+        may end with a move.
         """
         fled = self._just_fled(a.pace, a.last, a.instance_id)
         if a.can_hand_back:
@@ -188,7 +197,7 @@ class SheddingPolicy:
                 return early
         if not a.full:
             return Run(fled)
-        if a.can_hand_back and not (self._prioritized(a.hops) or fled):
+        if a.can_hand_back and not (self._prioritized(a.hops) or fled or a.fleet_full):
             return HandBack(EndOfRound.ADMISSION, a.pace, self._retry_after_ms(EndOfRound.ADMISSION, a.hops))
         if not (a.can_hand_back and self._may_leave_queue(a.pace)):
             return Wait(fled, None)
@@ -245,6 +254,8 @@ class SheddingPolicy:
         if self._prioritized(b.hops) or b.fled:
             return None
         s = self.settings
+        if b.fleet_full:
+            return None  # a yield would wait at the back of another full queue: run on, as with shedding off
         if b.waiting and b.slice_ms >= s.min_slice_ms:
             return EndOfRound.PRESSURE
         if s.max_slice_ms and b.slice_ms >= s.max_slice_ms:
