@@ -10,6 +10,7 @@ and one drained during the upgrade still counts by its last sample (`last_over_t
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -66,17 +67,41 @@ def collect(url: str, started: float, ended: float) -> dict[str, Any]:
         )
         refused = _query(http, url, f"sum(last_over_time(mrtr_worker_state_rejections_total[{window}]))", at)
         return {
+            "scrape_interval_s": scrape_interval(http, url),
             "calls_by_version": {version: round(count) for version, count in sorted(calls.items())},
             "states_refused": round(refused.get("", 0.0)),
             "calls_per_s_by_version": _timeline(http, url, started, ended),
         }
 
 
-def disagreements(locust: dict[str, int], prometheus: dict[str, int]) -> list[str]:
-    """Where the two witnesses' calls by version differ beyond `TOLERANCE` (empty: they agree)."""
+def disagreements(
+    locust: dict[str, int], prometheus: dict[str, int], unscraped: dict[str, float] | None = None
+) -> list[str]:
+    """Where the two witnesses' calls by version differ beyond `TOLERANCE` (empty: they agree).
+
+    `unscraped`: by version, how many more calls Prometheus may miss: those its drained workers ended after
+    their last scrape die with their counters (`allowance_for_drains`). Prometheus never counts more than Locust
+    by more than the tolerance.
+    """
     found = []
     for version in sorted(set(locust) | set(prometheus)):
         seen, scraped = locust.get(version, 0), prometheus.get(version, 0)
-        if abs(seen - scraped) > max(5, TOLERANCE * seen):
+        allowed = max(5, TOLERANCE * seen)
+        missed = (unscraped or {}).get(version, 0.0)
+        if seen - scraped > allowed + missed or scraped - seen > allowed:
             found.append(f"version {version}: Locust {seen}, Prometheus {scraped}")
     return found
+
+
+def allowance_for_drains(calls: int, seconds: float, scrape_interval_s: float) -> float:
+    """Calls the drained workers of a rolling update may end after their last scrape: one scrape interval of the
+    fleet's calls in all (each of N drained workers ends about 1/N of them, for at most one interval)."""
+    return calls / seconds * scrape_interval_s if seconds > 0 else 0.0
+
+
+def scrape_interval(http: httpx.Client, url: str) -> float:
+    """The Prometheus's global scrape interval in seconds (its default, 60, if its configuration names none)."""
+    reply = http.get(f"{url}/api/v1/status/config")
+    reply.raise_for_status()
+    found = re.search(r"scrape_interval:\s*(\d+)s\b", reply.json()["data"]["yaml"])
+    return float(found.group(1)) if found else 60.0

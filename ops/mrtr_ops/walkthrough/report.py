@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mrtr_ops.walkthrough.prometheus_view import disagreements
+from mrtr_ops.walkthrough.prometheus_view import allowance_for_drains, disagreements
 from mrtr_protocol.rounds import HAND_BACK_REASONS
 
 
@@ -269,7 +269,11 @@ def prometheus_section(summary: dict[str, Any]) -> list[str]:
         return []
     locust, scraped = summary["completed_by_version"], seen["calls_by_version"]
     versions = sorted(set(locust) | set(scraped))
-    differ = disagreements(locust, scraped)
+    drained = versions[:-1]  # the rolling update stopped every worker of the older versions
+    allowance = allowance_for_drains(
+        sum(locust.values()), summary.get("duration_s", 0.0), seen.get("scrape_interval_s", 0.0)
+    )
+    differ = disagreements(locust, scraped, {version: allowance for version in drained})
     return [
         "## What Prometheus saw",
         "",
