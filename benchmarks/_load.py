@@ -45,12 +45,24 @@ def is_complete(content_type: str, payload: bytes) -> bool:
     return isinstance(result, dict) and end_reason(result) == COMPLETE
 
 
+@dataclass(frozen=True)
+class Sent:
+    """One open-loop request: when it was planned (`time.monotonic()`), its latency from then, and whether it
+    succeeded."""
+
+    planned: float
+    latency_ms: float
+    ok: bool
+
+
 @dataclass
 class LoadResult:
     requests: int = 0
     errors: int = 0
     seconds: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
+    sent: list[Sent] = field(default_factory=list)
+    """Each request of an open loop (`open_loop`), in the order answered."""
 
     @property
     def rps(self) -> float:
@@ -115,11 +127,13 @@ async def open_loop(
     rate: float,
     duration: float,
     check: Callable[[str, bytes], bool] | None = None,
+    starting_at: float | None = None,
 ) -> LoadResult:
     """Requests sent at a fixed rate whatever the answers do; latency counts from the planned send time.
 
     Unlike a closed loop, a slow answer does not hold back the next request,
     so a stall shows up in the tail instead of hiding (no coordinated omission).
+    `starting_at` (`time.monotonic()`, default now) lines the schedule up with load sent from elsewhere.
     """
     result = LoadResult()
     interval = 1.0 / rate
@@ -133,18 +147,20 @@ async def open_loop(
                     ok = response.status == 200 and (check is None or check(response.content_type, payload))
             except aiohttp.ClientError:
                 ok = False
-            result.latencies_ms.append((time.perf_counter() - planned) * 1000)
+            latency_ms = (time.monotonic() - planned) * 1000
+            result.latencies_ms.append(latency_ms)
+            result.sent.append(Sent(planned, latency_ms, ok))
             result.requests += 1
             result.errors += 0 if ok else 1
 
-        started = time.perf_counter()
+        started = time.monotonic() if starting_at is None else starting_at
         tasks = []
         for n in range(int(duration * rate)):
             planned = started + n * interval
-            await asyncio.sleep(max(0.0, planned - time.perf_counter()))
+            await asyncio.sleep(max(0.0, planned - time.monotonic()))
             tasks.append(asyncio.create_task(one(n, planned)))
         await asyncio.gather(*tasks)
-        result.seconds = time.perf_counter() - started
+        result.seconds = time.monotonic() - started
     return result
 
 

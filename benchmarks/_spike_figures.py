@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchmarks._spike_load import LongCall, Phase, ShortCall
+from benchmarks._load import Sent
+from benchmarks._spike_load import LongCall, Phase
 from mrtr_ops.percentiles import percentile
 
 SETTLED_FACTOR = 2.0
@@ -56,14 +58,10 @@ class PhaseFigures:
 
 
 def p999(values: Sequence[float]) -> float:
-    """The 99.9th percentile by `mrtr_ops.percentiles`' rule (linear between the closest ranks); NaN if none."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * 0.999
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    """The 99.9th percentile by `mrtr_ops.percentiles`' rule (`statistics.quantiles`, inclusive); NaN if none."""
+    if len(values) < 2:
+        return float(values[0]) if values else math.nan
+    return statistics.quantiles(values, n=1000, method="inclusive")[998]
 
 
 def starts(phases: Sequence[Phase], started: float) -> list[float]:
@@ -81,7 +79,7 @@ def step_rates(samples: Sequence[Sample]) -> list[tuple[float, float]]:
     ]
 
 
-def p99_by_second(short: Sequence[ShortCall], started: float, seconds: int) -> list[float]:
+def p99_by_second(short: Sequence[Sent], started: float, seconds: int) -> list[float]:
     """Short-call p99 per one-second bin of planned send time (NaN for an empty bin)."""
     bins: list[list[float]] = [[] for _ in range(seconds)]
     for call in short:
@@ -104,7 +102,7 @@ def phase_figures(
     started: float,
     capacity: float,
     samples: Sequence[Sample],
-    short: Sequence[ShortCall],
+    short: Sequence[Sent],
     long: Sequence[LongCall],
 ) -> list[PhaseFigures]:
     edges = starts(phases, started)

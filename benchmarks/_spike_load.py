@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from typing import Any
 
-import aiohttp
-
 from benchmarks._cluster import MIX, PATIENT
-from benchmarks._load import echo_request, is_complete
+from benchmarks._load import Sent, echo_request, is_complete, open_loop
 from mrtr_client import AsyncClient, MrtrError, RpcError
 
 DEADLINE_S = 60.0
@@ -50,13 +48,6 @@ class LongCall:
     """A refusal said when to come back (`retryAfterMs` or a `Retry-After`)."""
     hand_backs: tuple[str, ...] = ()
     """Why each round of a complete call that was not the last ended (`admission`, `slice`, ...)."""
-
-
-@dataclass(frozen=True)
-class ShortCall:
-    planned: float
-    latency_ms: float
-    ok: bool
 
 
 def schedule_times(phases: list[Phase], capacity: float, started: float) -> list[tuple[float, int]]:
@@ -125,25 +116,7 @@ class LongCallsProcess:
         return records
 
 
-async def short_calls(url: str, rate: float, started: float, seconds: float) -> list[ShortCall]:
+async def short_calls(url: str, rate: float, started: float, seconds: float) -> list[Sent]:
     """`echo` calls at `rate` per second from `started` for `seconds`; latency counts from the planned send time."""
-    records: list[ShortCall] = []
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-
-        async def one(n: int, planned: float) -> None:
-            body, headers = echo_request(n)
-            try:
-                async with session.post(url, data=body, headers=headers) as response:
-                    payload = await response.read()
-                    ok = response.status == 200 and is_complete(response.content_type, payload)
-            except aiohttp.ClientError:
-                ok = False
-            records.append(ShortCall(planned, (time.monotonic() - planned) * 1000, ok))
-
-        tasks = []
-        for n in range(int(seconds * rate)):
-            planned = started + n / rate
-            await asyncio.sleep(max(0.0, planned - time.monotonic()))
-            tasks.append(asyncio.create_task(one(n, planned)))
-        await asyncio.gather(*tasks)
-    return records
+    done = await open_loop(url, echo_request, rate=rate, duration=seconds, check=is_complete, starting_at=started)
+    return done.sent

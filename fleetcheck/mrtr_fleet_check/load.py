@@ -101,7 +101,7 @@ class Load:
             "users": self._users,
             "token": token,
             "records": str(self._records),
-            "calls": [_plain(call.mcp_call()) for call in self._scenario.calls],
+            "calls": [call.mapping() for call in self._scenario.calls],
         }
         self._plan.write_text(json.dumps(plan, indent=2), encoding="utf-8")
         self._records.write_text("", encoding="utf-8")
@@ -138,17 +138,6 @@ class Load:
 
     def _tail(self, lines: int = 20) -> str:
         return "\n".join(self._log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-
-
-def _plain(call: Any) -> dict[str, Any]:
-    """An `McpCall` as the plain data `McpCall.from_mapping` reads back."""
-    return {
-        "tool": call.tool,
-        "arguments": dict(call.arguments),
-        "weight": call.weight,
-        "task": call.task,
-        "answers": dict(call.answers),
-    }
 
 
 def as_json(record: CallRecord) -> str:

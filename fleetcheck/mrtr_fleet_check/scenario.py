@@ -44,9 +44,15 @@ class Call:
         """The probes' answers, those `McpUser` gives the load: by key, else the form's defaults (no URL mode)."""
         return ScriptedInputs(forms=dict(self.answers), sample=lambda _params: SAMPLED_TEXT, roots=[], url_action=None)
 
-    def mcp_call(self) -> McpCall:
-        """The call as the load's `McpUser` runs it (no check: the check judges the records itself)."""
-        return McpCall(self.tool, self.arguments, self.weight, self.task, self.answers)
+    def mapping(self) -> dict[str, Any]:
+        """The call as plain data for the load's `McpCall.from_mapping` (no `expect`: the check judges itself)."""
+        return {
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "weight": self.weight,
+            "task": self.task,
+            "answers": self.answers,
+        }
 
 
 @dataclass(frozen=True)

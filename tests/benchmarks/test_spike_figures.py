@@ -6,8 +6,9 @@ import math
 
 import pytest
 
+from benchmarks._load import Sent
 from benchmarks._spike_figures import Sample, p999, phase_figures, settle_time
-from benchmarks._spike_load import MEAN_STEPS, LongCall, Phase, ShortCall, schedule_times
+from benchmarks._spike_load import MEAN_STEPS, LongCall, Phase, schedule_times
 
 PHASES = [Phase("steady", 0.5, 2.0), Phase("spike", 2.0, 2.0), Phase("after", 0.5, 2.0)]
 
@@ -37,7 +38,7 @@ def test_phase_figures_count_goodput_settling_and_lost_work() -> None:
     started = 0.0
     capacity = 100.0
     samples = [Sample(float(t), steps) for t, steps in enumerate([0, 50, 100, 200, 300, 350, 400])]
-    short = [ShortCall(t / 10, 100.0 if 2.0 <= t / 10 < 3.0 else 5.0, True) for t in range(60)]
+    short = [Sent(t / 10, 100.0 if 2.0 <= t / 10 < 3.0 else 5.0, True) for t in range(60)]
     long = [
         LongCall(0.5, 3.0, 0, "complete", 1),
         LongCall(2.1, 9.0, 1, "complete", 4),
