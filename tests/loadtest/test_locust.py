@@ -124,8 +124,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def _checked_done(run: Run) -> bool:
-    """Every class ran, a round was handed back, a request crossed versions, every instance served, and a task
-    asked its question (`estimate_pi ask_to_refine`) and was answered."""
+    """Every class ran, a round was handed back, a request crossed versions, every instance served, a task
+    asked its question (`estimate_pi ask_to_refine`) and was answered, and Locust's CSV table shows requests."""
     events = run.events()
     return (
         {e["user_class"] for e in events} == set(CHECKED)
@@ -133,7 +133,22 @@ def _checked_done(run: Run) -> bool:
         and any(h["reason"] in HAND_BACK_REASONS for e in events for h in e["hops"])
         and any(len(e["versions"]) >= 2 for e in events)
         and len({i for e in events for i in e["instances"]}) == 3
+        and bool(_csv_rows_with_requests(run))
     )
+
+
+def _csv_rows_with_requests(run: Run) -> list[dict[str, str]]:
+    """The rows of Locust's `--csv` table that count requests.
+
+    Locust rewrites the table once a second while the run goes and not again when it quits, so a run
+    that has shown everything else within its first second would leave a table of zeros (a row being
+    rewritten as it is read is left out)."""
+    table = run.log.parent / f"{run.name}_stats.csv"
+    if not table.exists():
+        return []
+    with table.open(newline="") as rows:
+        counted = [row for row in csv.DictReader(rows) if (row.get("Request Count") or "").isdigit()]
+    return [row for row in counted if int(row["Request Count"])]
 
 
 def _login_done(run: Run) -> bool:
@@ -346,8 +361,7 @@ def test_locusts_size_column_shows_the_bytes_each_call_carried(runs: dict[str, R
     for event in events:
         assert event["bytes"] > 30 * len(event["hops"]), event  # a JSON-RPC reply is never under 30 bytes
     # Locust's own table (--csv): every row's "Average Content Size", the "Aggregated" one included.
-    with (run.log.parent / "checked_stats.csv").open(newline="") as table:
-        rows = [row for row in csv.DictReader(table) if int(row["Request Count"])]
+    rows = _csv_rows_with_requests(run)
     assert rows
     assert all(float(row["Average Content Size"]) > 30 for row in rows), rows
     aggregated = next(row for row in rows if row["Name"] == "Aggregated")
