@@ -38,3 +38,8 @@ def compose_project() -> str:
 def compose_lb_url() -> str:
     """The compose cluster's proxy as published on this host (`$MRTR_PORT`, default 8080)."""
     return f"http://127.0.0.1:{os.environ.get('MRTR_PORT', '8080')}"
+
+
+def compose_prometheus_url() -> str:
+    """The compose `monitoring` profile's Prometheus on this host (`$MRTR_PROMETHEUS_PORT`, default 9090)."""
+    return f"http://127.0.0.1:{os.environ.get('MRTR_PROMETHEUS_PORT', '9090')}"

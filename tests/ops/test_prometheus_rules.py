@@ -46,10 +46,24 @@ def test_the_rules_are_valid(promtool: str) -> None:
     assert out.count("SUCCESS") == len(RULES)
 
 
-def test_the_compose_config_is_valid(promtool: str) -> None:
+@pytest.mark.parametrize("config", ["prometheus.yml", "prometheus-swarm.yml"])
+def test_the_compose_and_swarm_configs_are_valid(promtool: str, config: str) -> None:
     # Syntax only: its token file is the secret compose mounts at /run/secrets (the local cluster's
     # configuration, written at its start, is checked in full by test_cluster_prometheus).
-    assert "SUCCESS" in run(promtool, "check", "config", "--syntax-only", "prometheus.yml")
+    assert "SUCCESS" in run(promtool, "check", "config", "--syntax-only", config)
+
+
+def _config(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((PROMETHEUS / name).read_text())
+    return doc
+
+
+def test_the_swarm_config_differs_from_compose_only_in_the_workers_dns_name() -> None:
+    compose, swarm = _config("prometheus.yml"), _config("prometheus-swarm.yml")
+    names = [config["scrape_configs"][0]["dns_sd_configs"][0]["names"] for config in (compose, swarm)]
+    assert names == [["worker"], ["tasks.worker"]]
+    swarm["scrape_configs"][0]["dns_sd_configs"][0]["names"] = ["worker"]
+    assert swarm == compose
 
 
 def test_the_rules_pass_their_unit_tests(promtool: str) -> None:

@@ -17,14 +17,13 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_worker.vault.flows import key_fingerprint
+from tests.support.browser import headless_chromium
 from tests.support.vault import VaultCall, asked_url, flow_of
 
 pytestmark = pytest.mark.slow
@@ -42,16 +41,8 @@ def cluster(secured_cluster: LocalCluster) -> LocalCluster:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver is None:
-        pytest.fail("headless Chromium is not installed: run scripts/browser-setup (scripts/test does)")
-    options = Options()
-    options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=820,720"):
-        options.add_argument(argument)
-    chrome = webdriver.Chrome(options=options, service=Service(executable_path=driver))
-    yield chrome
-    chrome.quit()
+    with headless_chromium() as chrome:
+        yield chrome
 
 
 def _sign_in(browser: webdriver.Chrome, url: str, token: str) -> None:

@@ -21,7 +21,15 @@ import yaml
 
 from mrtr_ops.paths import project_root
 
-KUSTOMIZATIONS = ("overlays/v1", "overlays/v2", "overlays/v1-redis-ha", "overlays/v2-redis-ha", "loadtest")
+KUSTOMIZATIONS = (
+    "overlays/v1",
+    "overlays/v2",
+    "overlays/v1-redis-ha",
+    "overlays/v2-redis-ha",
+    "overlays/v1-monitoring",
+    "overlays/v2-monitoring",
+    "loadtest",
+)
 """Every kustomization a user applies, relative to `deploy/kubernetes`."""
 K8S_VERSION = "1.37.0"
 """Kubernetes version whose schemas the manifests are checked against (the kubectl pinned in k8s-tools is 1.37)."""

@@ -36,6 +36,8 @@ from mrtr_ops.walkthrough.report import Inputs, load_events, verdict, write_repo
 
 CLUSTER_FILES = ("compose.yaml", "compose.swarm.yaml")
 LOADTEST_FILES = (*CLUSTER_FILES, "compose.swarm-loadtest.yaml", "tests/e2e/swarm/locust-headless.yaml")
+MONITORING_FILES = (*CLUSTER_FILES, "compose.swarm-monitoring.yaml")
+"""The cluster with Prometheus and the Redis exporter (docs/swarm.md, docs/monitoring.md)."""
 
 PASS_CAP_SECONDS = 150
 """Room the load's time cap leaves for one rolling pass over three replicas (measured: 45 to 95 s with a
@@ -65,13 +67,15 @@ class Options:
 
 
 def images(engine: docker.DockerClient) -> dict[str, str]:
-    """The stack's images by ID (a swarm never tries a registry for those): lb, worker v1 and v2, redis, loadtest."""
+    """The stack's images by ID (a swarm never tries a registry for those): lb, worker v1 and v2, redis,
+    loadtest, prometheus."""
     return {
         "MRTR_LB_IMAGE": image_id(engine, "mrtr-lb:latest"),
         "MRTR_REDIS_IMAGE": image_id(engine, "mrtr-redis:latest"),
         "MRTR_WORKER_IMAGE": image_id(engine, "mrtr-worker:v1"),
         "MRTR_WORKER_V2_IMAGE": image_id(engine, "mrtr-worker:v2"),
         "MRTR_LOADTEST_IMAGE": image_id(engine, "mrtr-loadtest:latest"),
+        "MRTR_PROMETHEUS_IMAGE": image_id(engine, "mrtr-prometheus:latest"),
     }
 
 
@@ -83,9 +87,10 @@ def in_rotation(stack: SwarmStack) -> int:
         return 0
 
 
-def deploy_cluster(stack: SwarmStack, url: str, timeout: float = 180.0) -> None:
-    """Deploy the proxy, the workers and Redis; return once Redis runs and every worker is in the rotation."""
-    stack.deploy(*CLUSTER_FILES)
+def deploy_cluster(stack: SwarmStack, url: str, timeout: float = 180.0, files: tuple[str, ...] = CLUSTER_FILES) -> None:
+    """Deploy the proxy, the workers and Redis (and whatever else `files` add); return once Redis runs and
+    every worker is in the rotation."""
+    stack.deploy(*files)
     stack.wait_converged("redis", timeout)
     stack.wait_converged("worker", timeout)
     stack.wait_converged("lb", timeout)

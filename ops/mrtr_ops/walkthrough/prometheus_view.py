@@ -3,9 +3,12 @@
 Two independent witnesses of one run: Locust records every call it made and the version that finished
 it; the workers count the calls they finished, and Prometheus (`--prometheus`) scraped those counters.
 The report sets them side by side and says where they disagree. A worker's counters start at zero
-with the worker, so each one's last sample over the run is all it counted: a worker that joined under
+with the worker, so each one's highest sample over the run is all it counted: a worker that joined under
 load counts from its first call although Prometheus scraped it seconds later (`increase` would lose those),
-and one drained during the upgrade still counts by its last sample (`last_over_time`).
+and one drained during the upgrade still counts by its last sample. On compose a new container may get
+the address of one just stopped, so one `instance` is first a version 1 worker, then a version 2 one:
+each sample is labelled with the version that instance ran at that moment (a subquery at every second)
+before the highest is taken, so the two workers' counts stay apart.
 """
 
 from __future__ import annotations
@@ -58,20 +61,20 @@ def collect(url: str, started: float, ended: float) -> dict[str, Any]:
         )
         at = time.time()
         window = f"{int(at - started) + 30}s"
-        calls = _query(
-            http,
-            url,
-            f"sum by (version) (last_over_time({CALLS_ENDED}[{window}])"
-            f" * on (job, instance) group_left (version) last_over_time(mrtr_worker_info[{window}]))",
-            at,
-        )
-        refused = _query(http, url, f"sum(last_over_time(mrtr_worker_state_rejections_total[{window}]))", at)
+        calls = _query(http, url, _counted_by_version(CALLS_ENDED, window), at)
+        refused = _query(http, url, f"sum({_counted_by_version('mrtr_worker_state_rejections_total', window)})", at)
         return {
             "scrape_interval_s": scrape_interval(http, url),
             "calls_by_version": {version: round(count) for version, count in sorted(calls.items())},
             "states_refused": round(refused.get("", 0.0)),
             "calls_per_s_by_version": _timeline(http, url, started, ended),
         }
+
+
+def _counted_by_version(counter: str, window: str) -> str:
+    """PromQL: by version, what every worker's `counter` reached over `window` (each worker's highest sample)."""
+    versioned = f"{counter} * on (job, instance) group_left (version) mrtr_worker_info"
+    return f"sum by (version) (max_over_time(({versioned})[{window}:1s]))"
 
 
 def disagreements(

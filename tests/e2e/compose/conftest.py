@@ -17,7 +17,9 @@ from tests.support.paths import ROOT
 
 # `pack/` checks a fleet that serves the example tool pack (`scripts/up --with-pack examples/collatz-pack`):
 # `scripts/compose-e2e` brings that fleet up after the others and runs them alone.
+# `walkthrough/` runs the walkthrough on compose (it takes the fleet down and up again): alone, after the others.
 collect_ignore = [] if os.environ.get("MRTR_COMPOSE_PACK_E2E") == "1" else ["pack"]
+collect_ignore += [] if os.environ.get("MRTR_COMPOSE_WALKTHROUGH_E2E") == "1" else ["walkthrough"]
 
 
 def compose(*args: str, env: dict[str, str] | None = None) -> None:

@@ -1,14 +1,13 @@
 """The compose cluster, end to end through its published ports (run by `scripts/compose-e2e`).
 
-Order matters: the stop test removes a worker, the scale test brings the fleet to five, and the
-rolling upgrade replaces all five by version 2.
+Order matters: the stop test removes a worker, the scale test brings the fleet to five. The rolling
+upgrade on compose under load is the walkthrough's (`walkthrough/test_console_live.py`, run after these).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any
 
 import httpx
@@ -16,9 +15,7 @@ import pytest
 
 from mrtr_client import AuthenticationFailed, CallResult, Client, ScriptedInputs
 from mrtr_dev_issuer import DevIssuer
-from mrtr_ops.compose.fleet import ComposeFleet
 from mrtr_ops.lb_admin import LbAdmin
-from mrtr_ops.upgrade.rolling import RollingUpgrade
 from mrtr_ops.waiting import wait_until
 from mrtr_worker.compute.primes import KNOWN_COUNTS
 from tests.e2e.compose.conftest import ServiceContainers, compose, container_ip
@@ -189,42 +186,6 @@ def test_scaling_to_five_workers_is_picked_up_without_restarting_the_proxy(
     assert len(seen) == 5
     proxy.reload()
     assert proxy.attrs["State"]["StartedAt"] == started_at, "the proxy must not have been restarted"
-
-
-def test_a_rolling_upgrade_of_the_compose_cluster_under_load_loses_nothing(
-    lb_url: str, project: str, issuer: DevIssuer
-) -> None:
-    fleet = ComposeFleet(ROOT, project, lb_url)
-    stop = threading.Event()
-    results: list[Any] = []
-
-    def load(kind: str) -> None:
-        inputs = ScriptedInputs(forms={**LOGINS, "microsoft_login": {"name": "ms"}})
-        with Client(f"{lb_url}/mcp", inputs, token=issuer.mint(f"upgrade-{kind}")) as client:
-            while not stop.is_set():
-                try:
-                    if kind == "compute":
-                        done = client.call_tool("count_primes", {"limit": 100_000_000})
-                        results.append(done.structured == {"count": KNOWN_COUNTS[100_000_000]} or done)
-                    else:
-                        done = client.call_tool("link_accounts")
-                        results.append((not done.trace.reasked and bool(done.structured["linked"])) or done)
-                except Exception as exc:
-                    results.append(exc)
-
-    threads = [threading.Thread(target=load, args=(kind,)) for kind in ("compute", "login", "login")]
-    for thread in threads:
-        thread.start()
-    try:
-        steps = RollingUpgrade(fleet, new_key=f"e2e-{int(time.time())}").upgrade()
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(180)
-    assert {w.version for w in fleet.workers()} == {2}
-    assert [s.name for s in steps][-3:] == ["contract-format", "promote-key", "retire-key"]
-    assert results, "load ran during the upgrade"
-    assert [r for r in results if r is not True] == []
 
 
 def test_the_locust_suite_runs_distributed_in_the_loadtest_profile() -> None:

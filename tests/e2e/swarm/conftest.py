@@ -16,7 +16,7 @@ import pytest
 
 from mrtr_dev_issuer import DevIssuer
 from mrtr_ops.swarm.stack import SwarmStack, port_taken
-from mrtr_ops.swarm.walkthrough import deploy_cluster, images
+from mrtr_ops.swarm.walkthrough import MONITORING_FILES, deploy_cluster, images
 from tests.support.paths import ROOT
 
 
@@ -43,17 +43,26 @@ def stack(engine: docker.DockerClient, lb_url: str, image_ids: dict[str, str]) -
     } | {
         "MRTR_PORT": os.environ.get("MRTR_SWARM_PORT", "28080"),
         "MRTR_LOCUST_PORT": os.environ.get("MRTR_SWARM_LOCUST_PORT", "28089"),
+        "MRTR_PROMETHEUS_PORT": os.environ.get("MRTR_SWARM_PROMETHEUS_PORT", "29090"),
         "MRTR_MAX_SLICE_MS": "500",  # short time slices: computations hop between tasks
     }  # fmt: skip
     swarm_stack = SwarmStack(os.environ.get("MRTR_SWARM_STACK", "mrtr-swarm-e2e"), ROOT, env, engine)
     swarm_stack.remove()  # whatever an interrupted run left
-    taken = [port for port in (env["MRTR_PORT"], env["MRTR_LOCUST_PORT"]) if port_taken(int(port))]
-    assert not taken, f"ports {taken} are taken on this machine: set MRTR_SWARM_PORT / MRTR_SWARM_LOCUST_PORT"
+    ports = (env["MRTR_PORT"], env["MRTR_LOCUST_PORT"], env["MRTR_PROMETHEUS_PORT"])
+    taken = [port for port in ports if port_taken(int(port))]
+    assert not taken, f"ports {taken} are taken: set MRTR_SWARM_PORT / _LOCUST_PORT / _PROMETHEUS_PORT"
     try:
-        deploy_cluster(swarm_stack, lb_url)
+        # Prometheus and the exporter from the start: they watch the whole run, the rolling update included.
+        deploy_cluster(swarm_stack, lb_url, files=MONITORING_FILES)
         yield swarm_stack
     finally:
         swarm_stack.remove()
+
+
+@pytest.fixture(scope="session")
+def prometheus_url(stack: SwarmStack) -> str:
+    """The stack's Prometheus, published on the node (mode host)."""
+    return f"http://127.0.0.1:{stack.env['MRTR_PROMETHEUS_PORT']}"
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ import pytest
 
 from mrtr_client import AuthenticationFailed, Client, ScriptedInputs
 from mrtr_ops.swarm.stack import POLL_SECONDS, SwarmStack
-from mrtr_ops.swarm.walkthrough import CLUSTER_FILES, LOADTEST_FILES, Options, in_rotation, run
+from mrtr_ops.swarm.walkthrough import CLUSTER_FILES, LOADTEST_FILES, MONITORING_FILES, Options, in_rotation, run
 from mrtr_ops.waiting import wait_until
 from tests.support.paths import ROOT
 
@@ -29,7 +29,7 @@ SECOND = 1_000_000_000  # the Docker API's durations are nanoseconds
 
 def test_docker_stack_config_accepts_the_recipes_files() -> None:
     env = {**os.environ, "MRTR_SWARM_OUT": "/tmp"}  # the headless file needs an absolute directory
-    for files in (CLUSTER_FILES, LOADTEST_FILES):
+    for files in (CLUSTER_FILES, LOADTEST_FILES, MONITORING_FILES):
         args = [arg for file in files for arg in ("-c", file)]
         done = subprocess.run(["docker", "stack", "config", *args], cwd=ROOT, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr

@@ -24,6 +24,8 @@ EXPECTED_OBJECTS = {
     "overlays/v2": _FLEET,
     "overlays/v1-redis-ha": _FLEET,
     "overlays/v2-redis-ha": _FLEET,
+    "overlays/v1-monitoring": _FLEET | {"ConfigMap"},
+    "overlays/v2-monitoring": _FLEET | {"ConfigMap"},
     "loadtest": {"Namespace", "Deployment", "Service", "ConfigMap"},
 }
 
