@@ -6,8 +6,8 @@ Definitions (docs/benchmarks.md repeats them beside the table):
   its call was then lost (counted apart).
 * settled: the first one-second bin, counted from a step of demand (up or down), whose short-call
   p99 is within `SETTLED_FACTOR` x the first steady phase's p99; the figure is that bin's end.
-* requests per completed call: HTTP requests (rounds) of the long calls that completed, by the phase
-  they arrived in.
+* requests per completed call: HTTP requests (rounds) of the long MRTR calls that completed, by the
+  phase they arrived in (a task's requests are its polls, so tasks count apart: how many completed).
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ class PhaseFigures:
     wrong: int
     requests_per_call: float
     hand_backs: dict[str, float]
-    """Hand-backs per completed call, by reason."""
+    """Hand-backs per completed MRTR call, by reason."""
+    tasks_arrived: int = 0
+    tasks_completed: int = 0
     settle_up_s: float | None = None
     settle_down_s: float | None = None
 
@@ -116,6 +118,7 @@ def phase_figures(
         latencies = [c.latency_ms for c in short if low <= c.planned < high and c.ok]
         arrived = [c for c in long if c.phase == index]
         completed = [c for c in arrived if c.outcome == "complete"]
+        rounds = [c for c in completed if not c.task]  # a task's requests are its polls
         refused = [c for c in arrived if c.outcome == "refused"]
         p99 = percentile(latencies, 99) if latencies else math.nan
         if index == 0:
@@ -136,11 +139,13 @@ def phase_figures(
                 refused_with_hint=sum(1 for c in refused if c.retry_hint),
                 lost=sum(1 for c in arrived if c.outcome in LOST_OUTCOMES),
                 wrong=sum(1 for c in arrived if c.outcome == "wrong"),
-                requests_per_call=(sum(c.requests for c in completed) / len(completed)) if completed else math.nan,
+                requests_per_call=(sum(c.requests for c in rounds) / len(rounds)) if rounds else math.nan,
                 hand_backs={
-                    reason: count / len(completed)
-                    for reason, count in sorted(Counter(r for c in completed for r in c.hand_backs).items())
+                    reason: count / len(rounds)
+                    for reason, count in sorted(Counter(r for c in rounds for r in c.hand_backs).items())
                 },
+                tasks_arrived=sum(1 for c in arrived if c.task),
+                tasks_completed=sum(1 for c in completed if c.task),
                 settle_up_s=settle_time(p99s, int(low - started), threshold) if spike else None,
                 settle_down_s=settle_time(p99s, int(high - started), threshold) if spike else None,
             )

@@ -2,7 +2,9 @@
 
 Demand is a multiple of the fleet's capacity in computation steps per second: a phase of factor 1.4
 starts `count_primes` calls (the `MIX`, in turn) at 1.4 x capacity / mean steps per call, whatever the
-answers do, so an overload cannot hold back the arrivals (no coordinated omission). The long calls run
+answers do, so an overload cannot hold back the arrivals (no coordinated omission). One call in
+`TASK_EVERY` is made as a task (the tasks extension: created, run in slices from Redis by any worker,
+followed to its result); a task whose caller gives up is cancelled. The long calls run
 in a child process (their client work must not delay the short calls' sender); each has a deadline,
 after which the client gives up on it: a timeout, which is lost work, never a clean refusal. Every
 record carries times on `time.monotonic()`, the clock every process on the machine shares.
@@ -23,6 +25,8 @@ from mrtr_client import AsyncClient, MrtrError, RpcError
 
 DEADLINE_S = 60.0
 """A long call's deadline from its arrival: beyond it the caller gives up (a timeout, counted as lost)."""
+TASK_EVERY = 5
+"""Every fifth long call is made as a task."""
 MEAN_STEPS = sum(call.steps for call in MIX) / len(MIX)
 
 
@@ -48,6 +52,10 @@ class LongCall:
     """A refusal said when to come back (`retryAfterMs` or a `Retry-After`)."""
     hand_backs: tuple[str, ...] = ()
     """Why each round of a complete call that was not the last ended (`admission`, `slice`, ...)."""
+    task: bool = False
+    """Made as a task: its requests are polls, so it counts apart from the MRTR calls' rounds."""
+    detail: str = ""
+    """How a refused or broken call ended: the error's kind, code and message."""
 
 
 def schedule_times(phases: list[Phase], capacity: float, started: float) -> list[tuple[float, int]]:
@@ -72,19 +80,23 @@ async def long_calls(url: str, arrivals: list[tuple[float, int]]) -> list[LongCa
 
         async def one(n: int, arrived: float, phase: int) -> None:
             call = MIX[n % len(MIX)]
-            outcome, requests, hint = "lost", 0, False
+            task = n % TASK_EVERY == TASK_EVERY - 1
+            outcome, requests, hint, detail = "lost", 0, False, ""
             reasons: tuple[str, ...] = ()
             try:
-                done = await asyncio.wait_for(client.call_tool("count_primes", call.arguments), DEADLINE_S)
+                asked = client.call_tool("count_primes", call.arguments, task=task)
+                done = await asyncio.wait_for(asked, DEADLINE_S)
                 outcome, requests = ("complete" if call.correct(done) else "wrong"), len(done.trace.hops)
                 reasons = tuple(hop.reason for hop in done.trace.hops[:-1])
             except TimeoutError:
                 outcome = "timeout"
             except RpcError as exc:
                 outcome, hint = "refused", isinstance(exc.data, dict) and "retryAfterMs" in exc.data
-            except (MrtrError, OSError, ValueError):
-                outcome = "lost"
-            records.append(LongCall(arrived, time.monotonic(), phase, outcome, requests, hint, reasons))
+                detail = f"{type(exc).__name__} {exc.code}: {exc.message[:80]}"
+            except (MrtrError, OSError, ValueError) as exc:
+                outcome, detail = "lost", f"{type(exc).__name__}: {str(exc)[:80]}"
+            ended = time.monotonic()
+            records.append(LongCall(arrived, ended, phase, outcome, requests, hint, reasons, task, detail))
 
         tasks = []
         for n, (at, phase) in enumerate(arrivals):

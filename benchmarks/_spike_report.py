@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,7 @@ def _row(setup: str, f: PhaseFigures, spike: bool) -> tuple[object, ...]:
         _settle(f.settle_down_s, spike),
         "-" if math.isnan(f.requests_per_call) else f"{f.requests_per_call:.1f}",
         ", ".join(f"{reason} {n:.1f}" for reason, n in f.hand_backs.items()),
-        f"{f.completed}/{f.arrived}",
+        f"{f.completed}/{f.arrived} (tasks {f.tasks_completed}/{f.tasks_arrived})",
         refusals,
         f.lost,
         f.short_errors,
@@ -95,14 +96,16 @@ def report(runs: Sequence[SetupRun], capacities: tuple[float, float], rate: floa
         f"setups (twice as many closed-loop callers as slots, shedding off): {capacities[0]:.1f} and "
         f"{capacities[1]:.1f} steps/s, the larger used: **{capacity:.1f} steps/s** (demand is planned on the first; "
         "**offered** is the demand over the capacity used). Long `count_primes` calls arrive open loop at the "
-        "demand of each phase "
+        "demand of each phase, one in five made as a task (run in slices from Redis, followed to its result) "
         f"({schedule}); `echo` short calls at {rate:g}/s throughout (latency from the planned send time). "
         f"A long call's caller gives up after {DEADLINE_S:g} s (counted lost). Setups one after the other: "
         f"the default, shedding off, HAProxy with `maxconn {maxconn}` per worker and a queue in front of "
-        "the default workers, and the default with the fleet-full rule (`FLEET_FULL_HOLD_MS=1000`). "
+        "the default workers, the default with the fleet-full rule (`FLEET_FULL_HOLD_MS=1000`), and that rule "
+        "with busy refusals of new calls past a 40 s queue (`REFUSE_NEW_AFTER_MS=40000`). "
         "**Goodput**: the workers' steps/s over the capacity; **settled**: from the "
         f"step (up, then down) to the end of the first second whose short-call p99 is within {SETTLED_FACTOR:g}x "
-        "the steady p99; **requests/call**: HTTP requests per completed long call, by arrival phase.",
+        "the steady p99; **requests/call**: HTTP requests per completed long MRTR call (tasks apart), by arrival "
+        "phase.",
         "",
     ]
     columns = [
@@ -112,11 +115,28 @@ def report(runs: Sequence[SetupRun], capacities: tuple[float, float], rate: floa
     rows = [_row(run.name, f, f.phase.demand > run.phases[0].demand) for run in runs for f in run.figures]
     lines += markdown_table(columns, "llrrrrrrrrlrrrr", rows)
     for run in runs:
-        if run.name in ("default", "fleet-full rule"):
+        if run.name in ("default", "fleet-full rule", "busy refusals"):
             lines += ["", f"The targets, on the setup {run.name!r}:", ""]
             lines += markdown_table(["target", "measured", "goal", ""], "lrll", targets(run.figures))
+    endings = _endings(runs)
+    if endings:
+        lines += ["", "How the calls that did not complete ended (by setup, MRTR call or task, outcome and error):", ""]
+        lines += markdown_table(["setup", "kind", "outcome", "error", "calls"], "llllr", endings)
     lines += [
         "",
         "Timelines: " + ", ".join(f"![{run.name}](spike-{run.name.replace(' ', '-').lower()}.png)" for run in runs),
     ]
     return lines
+
+
+def _endings(runs: Sequence[SetupRun]) -> list[tuple[object, ...]]:
+    """Every way a long call ended without its result, counted per setup."""
+    rows: list[tuple[object, ...]] = []
+    for run in runs:
+        counted = Counter(
+            ("task" if c.task else "MRTR call", c.outcome, c.detail or "-")
+            for c in run.records
+            if c.outcome != "complete"
+        )
+        rows += [(run.name, *key, n) for key, n in sorted(counted.items())]
+    return rows

@@ -1,8 +1,9 @@
 """A demand spike over the whole fleet: goodput, the short calls' tail, settling, retries and lost work.
 
-Through the entry point of three workers, a steady load at 70 % of the fleet's capacity (long
-`count_primes` calls arriving open loop, `echo` short calls at a fixed rate), then demand steps to
-1.4x capacity for a phase, back to steady, to 3x, and back again (`--scale` shortens every phase).
+Through the entry point of three workers (and Redis, for the tasks), a steady load at 70 % of the fleet's
+capacity (long `count_primes` calls arriving open loop, one in five as a task, `echo` short calls at a
+fixed rate), then demand steps to 1.4x capacity for a phase, back to steady, to 3x, and back again
+(`--scale` shortens every phase).
 The capacity (steps per second with every slot busy) is measured in the same run, before and after
 the setups, on the cluster with shedding off (no hand-back spends its steps); the larger counts.
 Setups, one after the other in one run, each with the same schedule:
@@ -13,7 +14,10 @@ Setups, one after the other in one run, each with the same schedule:
 * HAProxy limiter: HAProxy with a per-worker connection limit and a queue (the limiter users reach
   for), in front of the default cluster's workers;
 * fleet-full rule: the default with `FLEET_FULL_HOLD_MS=1000` (`compute.fleet_load`: a full worker
-  that receives a round another full worker refused queues new rounds instead of refusing them).
+  that receives a round another full worker refused queues new rounds instead of refusing them);
+* busy refusals: the fleet-full rule with `REFUSE_NEW_AFTER_MS=40000` (`mrtr_protocol.busy`: a new call
+  that would queue longer than that is refused at once with a retry hint, which the client honours a
+  couple of times before it gives up with the refusal).
 
 Figures per setup and phase (definitions in `benchmarks._spike_figures`), a timeline per setup, and
 the issue's targets for the default setup. Every answer is checked; a wrong one is lost work.
@@ -35,7 +39,7 @@ from benchmarks import _haproxy
 from benchmarks._cluster import MIX, PATIENT, clusters, steps_executed
 from benchmarks._spike_chart import draw
 from benchmarks._spike_figures import PhaseFigures, Sample, p99_by_second, phase_figures
-from benchmarks._spike_load import LongCallsProcess, Phase, schedule_times, short_calls
+from benchmarks._spike_load import LongCall, LongCallsProcess, Phase, schedule_times, short_calls
 from benchmarks._spike_report import report
 from benchmarks.report import REPORT, parser, publish
 from mrtr_client import AsyncClient
@@ -53,8 +57,21 @@ PHASES = (
     Phase("spike 3x", 3.0, 20.0),
     Phase("after 3x", STEADY, 20.0),
 )
-SETUPS = ("default", "shedding off", "HAProxy limiter", "fleet-full rule")
+SETUPS = ("default", "shedding off", "HAProxy limiter", "fleet-full rule", "busy refusals")
 FLEET_FULL_HOLD_MS = 1000
+REFUSE_NEW_AFTER_MS = 40_000
+"""Two thirds of the long calls' deadline (`_spike_load.DEADLINE_S`): room for the call's own steps after its
+wait, slower in a spike (the fleet simulator's spike found fewer refusals and no more timeouts than at 30 s)."""
+
+
+SETTINGS = {
+    "default": SheddingSettings(),
+    "shedding off": SheddingSettings(enabled=False),
+    "fleet-full rule": SheddingSettings(fleet_full_hold_ms=FLEET_FULL_HOLD_MS),
+    "busy refusals": SheddingSettings(fleet_full_hold_ms=FLEET_FULL_HOLD_MS, refuse_new_after_ms=REFUSE_NEW_AFTER_MS),
+}
+"""The workers' settings of every setup but HAProxy's (which fronts the default workers); the fleet simulator's
+spike (`mrtr_lab.spike_sim`) runs the same."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,7 @@ class SetupRun:
     figures: list[PhaseFigures]
     samples: list[Sample]
     p99_by_second: list[float]
+    records: list[LongCall]
 
 
 async def measure_capacity(cluster: LocalCluster, seconds: float) -> float:
@@ -122,7 +140,8 @@ def run_setup(
         short = asyncio.run(short_calls(url, rate, started, seconds))
         records = long.join()  # every long call has ended: completed, refused, or past its deadline
     figures = phase_figures(phases, started, capacity, sampler.samples, short, records)
-    return SetupRun(name, started, phases, figures, sampler.samples, p99_by_second(short, started, math.ceil(seconds)))
+    p99s = p99_by_second(short, started, math.ceil(seconds))
+    return SetupRun(name, started, phases, figures, sampler.samples, p99s, records)
 
 
 def rerated(run: SetupRun, planned: float, capacity: float) -> SetupRun:
@@ -167,11 +186,7 @@ def main() -> int:
     if unknown:
         options.error(f"unknown setups {unknown}; known: {list(SETUPS)}")
     phases = [Phase(p.name, p.demand, p.seconds * args.scale) for p in PHASES]
-    environments = {
-        "default": SheddingSettings().environment(),
-        "shedding off": SheddingSettings(enabled=False).environment(),
-        "fleet-full rule": SheddingSettings(fleet_full_hold_ms=FLEET_FULL_HOLD_MS).environment(),
-    }
+    environments = {name: settings.environment() for name, settings in SETTINGS.items()}
     # the capacity is measured with shedding off: hand-backs cost steps, and the figure is the workers' own
     needed = ["default", "shedding off", *(name for name in environments if name in chosen and name != "default")]
     needed = list(dict.fromkeys(needed))

@@ -20,7 +20,7 @@ from mrtr_client._stream import StreamStep
 from mrtr_client.errors import AuthenticationFailed, ProtocolViolation, RetryBudgetExhausted, RoundsExceeded, RpcError
 from mrtr_client.trace import CallResult, CallTrace, Hop, Question
 from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
-from mrtr_protocol.rounds import COMPLETE, ERROR, RETRYABLE_STATUSES, TRANSPORT, end_reason, round_hint
+from mrtr_protocol.rounds import BUSY, COMPLETE, ERROR, RETRYABLE_STATUSES, TRANSPORT, end_reason, round_hint
 from mrtr_protocol.tasks import TASK_RESULT_TYPE
 from mrtr_protocol.wire import request_headers, request_meta
 
@@ -39,6 +39,9 @@ class RetryPolicy:
     backoff_cap: float = 1.0
     max_hint_delay: float = 5.0
     """Upper bound on a server's retry hint, so a bad hint cannot stall a caller."""
+    max_busy_retries: int = 2
+    """Times a call refused as busy (`mrtr_protocol.busy`) is sent again after the server's hint, then the
+    refusal is raised: a budget, as gRPC's retry throttling, so a full fleet sees no storm of retries."""
     restart_unreadable_state: bool = True
     """Start over once when the server says it cannot use the state (for example a layout no instance reads)."""
     max_input_requests: int = 16
@@ -111,7 +114,7 @@ def mrtr_loop(
     trace = CallTrace()
     state: str | None = None
     responses: dict[str, Any] | None = None
-    rounds = failures = restarts = 0
+    rounds = failures = restarts = busy = 0
     bodies = _wire.RoundBodies(method, {**params, "_meta": request_meta(capabilities, _wire.CLIENT_INFO)})
     headers = request_headers(method, params, extra_headers)  # the same every round
     while True:
@@ -130,10 +133,15 @@ def mrtr_loop(
         message = _parse(outcome, request_id)
         if "error" in message:
             error = _rpc_error(message["error"], outcome.status)
-            trace.hops.append(_hop(outcome, ERROR, state, detail=error.message))
+            wait_ms = error.retry_after_ms
+            trace.hops.append(_hop(outcome, ERROR if wait_ms is None else BUSY, state, detail=error.message))
             if error.restart_advised and state is not None and policy.restart_unreadable_state and restarts == 0:
                 restarts += 1
                 state, responses = None, None
+                continue
+            if wait_ms is not None and busy < policy.max_busy_retries:
+                busy += 1
+                yield Sleep(min(policy.max_hint_delay, wait_ms / 1000))
                 continue
             raise error
         result = message.get("result")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mrtr_protocol.busy import busy_retry_after_ms
+
 
 class MrtrError(Exception):
     """Base class of every error this client raises."""
@@ -18,6 +20,12 @@ class RpcError(MrtrError):
         self.message = message
         self.data = data
         self.http_status = http_status
+
+    @property
+    def retry_after_ms(self) -> float | None:
+        """A busy refusal's retry hint (`mrtr_protocol.busy`): nothing ran, send the call again after this long.
+        None for any other error."""
+        return busy_retry_after_ms(self.code, self.data)
 
     @property
     def restart_advised(self) -> bool:

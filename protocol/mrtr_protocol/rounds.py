@@ -44,6 +44,8 @@ TRANSPORT = "transport"
 """How a trace names a request that was not delivered or not answered and was sent again."""
 ERROR = "error"
 """How a trace names a round that ended with a JSON-RPC error."""
+BUSY = "busy"
+"""How a trace names a round the server refused as busy (`mrtr_protocol.busy`): sent again after its hint."""
 
 RETRYABLE_STATUSES = frozenset({502, 503, 504})
 """HTTP statuses after which the request was not processed, so the same state may be sent again."""

@@ -45,6 +45,7 @@ def test_phase_figures_count_goodput_settling_and_lost_work() -> None:
         LongCall(2.2, 9.0, 1, "complete", 2),
         LongCall(2.3, 62.3, 1, "timeout", 0),
         LongCall(2.4, 3.0, 1, "refused", 0, retry_hint=True),
+        LongCall(2.5, 9.0, 1, "complete", 30, task=True),  # its requests are polls: not in requests/call
         LongCall(4.5, 5.0, 2, "wrong", 1),
     ]
     steady, spike, after = phase_figures(PHASES, started, capacity, samples, short, long)
@@ -52,7 +53,8 @@ def test_phase_figures_count_goodput_settling_and_lost_work() -> None:
     assert spike.goodput == pytest.approx(1.0)
     assert spike.p99 == pytest.approx(100.0)
     assert (spike.settle_up_s, spike.settle_down_s) == (2.0, 1.0)
-    assert (spike.arrived, spike.completed, spike.refused, spike.refused_with_hint) == (4, 2, 1, 1)
+    assert (spike.arrived, spike.completed, spike.refused, spike.refused_with_hint) == (5, 3, 1, 1)
+    assert (spike.tasks_arrived, spike.tasks_completed) == (1, 1)
     assert spike.requests_per_call == pytest.approx(3.0)
     assert (spike.lost, spike.wrong) == (1, 0)
     assert (after.lost, after.wrong) == (1, 1)

@@ -12,8 +12,9 @@ from mcp_types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mrtr_client import ProtocolViolation, RetryBudgetExhausted, RetryPolicy, RoundsExceeded, RpcError
 from mrtr_client._loop import Ask, Failure, Loop, Reply, Send, Sleep, mrtr_loop, new_id_source
 from mrtr_client.trace import CallResult
+from mrtr_protocol.busy import SERVER_BUSY
 from mrtr_protocol.instance import WORKER_ID_HEADER, WORKER_VERSION_HEADER
-from mrtr_protocol.rounds import COMPLETE, ERROR, ROUND_META_KEY, TRANSPORT, EndOfRound
+from mrtr_protocol.rounds import BUSY, COMPLETE, ERROR, ROUND_META_KEY, TRANSPORT, EndOfRound
 from mrtr_protocol.wire import PROTOCOL_VERSION
 
 STATE = "v1.opaque+/=state with spaces"  # byte-exact echo, whatever it contains
@@ -209,6 +210,57 @@ def test_an_unreadable_state_restarts_the_call_once() -> None:
     with pytest.raises(RpcError) as caught:
         d.answer(_reply(again["id"], error=restart, status=400))
     assert caught.value.restart_advised
+
+
+def _busy(retry_after_ms: int) -> dict[str, Any]:
+    return {"code": SERVER_BUSY, "message": "the fleet is full", "data": {"retryAfterMs": retry_after_ms}}
+
+
+def test_a_busy_refusal_is_sent_again_after_its_hint_within_the_budget() -> None:
+    d = Driver(RetryPolicy(max_busy_retries=2, max_hint_delay=1.0))
+    first = d.expect_send()
+    d.answer(_reply(first["id"], error=_busy(300)))
+    assert isinstance(d.step, Sleep)
+    assert d.step.seconds == pytest.approx(0.3)
+    d.answer(None)
+    second = d.expect_send()
+    assert second["id"] != first["id"]
+    assert second["params"]["arguments"] == {"x": 1}
+    d.answer(_reply(second["id"], error=_busy(60_000)))
+    assert isinstance(d.step, Sleep)
+    assert d.step.seconds == 1.0  # capped like any hint
+    d.answer(None)
+    third = d.expect_send()
+    done = d.answer(_reply(third["id"], {"resultType": "complete", "content": []}))
+    assert done is not None
+    assert [h.reason for h in done.trace.hops] == [BUSY, BUSY, COMPLETE]
+
+
+def test_past_the_budget_the_busy_refusal_is_raised_with_its_hint() -> None:
+    d = Driver(RetryPolicy(max_busy_retries=1))
+    first = d.expect_send()
+    d.answer(_reply(first["id"], error=_busy(200)))
+    d.answer(None)
+    second = d.expect_send()
+    with pytest.raises(RpcError) as caught:
+        d.answer(_reply(second["id"], error=_busy(400)))
+    assert (caught.value.code, caught.value.retry_after_ms) == (SERVER_BUSY, 400)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"code": SERVER_BUSY, "message": "busy, no hint"},
+        {"code": SERVER_BUSY, "message": "a bad hint", "data": {"retryAfterMs": "soon"}},
+        {"code": -32603, "message": "not busy", "data": {"retryAfterMs": 10}},
+    ],
+)
+def test_an_error_that_is_not_a_busy_refusal_with_a_hint_is_raised_at_once(error: dict[str, Any]) -> None:
+    d = Driver()
+    first = d.expect_send()
+    with pytest.raises(RpcError) as caught:
+        d.answer(_reply(first["id"], error=error))
+    assert caught.value.retry_after_ms is None
 
 
 def test_a_json_rpc_error_is_raised_with_code_and_data() -> None:

@@ -2,7 +2,8 @@
 
 The rules are `mrtr_client._loop.mrtr_loop`'s, with its `RetryPolicy`
 values: a hand-back is retried at once with the state it carried, after
-`retryAfterMs` if the round gave one (capped at `max_hint_delay`); a request
+`retryAfterMs` if the round gave one (capped at `max_hint_delay`); a busy
+refusal is sent again after its hint at most `max_busy_retries` times; a request
 not answered (502, 503, 504) is sent again with the last state received
 (none: the call starts over) after `backoff_initial x 2^(failures-1)`,
 capped at `backoff_cap`. The loop is re-stated here, not driven, because the
@@ -60,6 +61,12 @@ class Call:
     """When the run ended (a call still running then is unfinished: its time so far is a lower bound)."""
     hops: list[tuple[float, str, str]] = field(default_factory=list)
     """(time, instance, why the exchange ended) of every exchange: the trace of a slow call."""
+    busy: int = 0
+    """Requests refused as busy (each sent again after its hint, within `RetryPolicy.max_busy_retries`)."""
+    refused: bool = False
+    """It ended refused as busy past the client's budget: a clear answer, nothing ran."""
+    timed_out: bool = False
+    """Its caller gave up at the client's deadline (`Client.deadline_s`): the steps it ran were for nothing."""
 
     @property
     def seconds(self) -> float:
@@ -97,15 +104,32 @@ class Hedging:
 
 
 class Client:
-    def __init__(self, env: simpy.Environment, proxy: Proxy, cost: HopCost, hedging: Hedging | None = None) -> None:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        proxy: Proxy,
+        cost: HopCost,
+        hedging: Hedging | None = None,
+        deadline_s: float | None = None,
+    ) -> None:
+        """`deadline_s`: the caller gives up on a call this long after it started (not with hedging)."""
+        assert hedging is None or deadline_s is None, "a hedged call has no deadline here"
         self.env = env
         self.proxy = proxy
         self.cost = cost
         self.hedging = hedging
+        self.deadline_s = deadline_s
 
     def call(self, call: Call) -> Generator[simpy.Event, Any, None]:
-        """A SimPy process: the call to its end (hedged if this client hedges)."""
-        if self.hedging is None:
+        """A SimPy process: the call to its end (hedged if this client hedges, given up at the deadline)."""
+        if self.deadline_s is not None:
+            leg = _Leg()
+            run = self.env.process(self._loop(call, leg))
+            yield run | self.env.timeout(self.deadline_s)
+            if not run.triggered:
+                leg.cancel()
+                call.timed_out = True
+        elif self.hedging is None:
             yield from self._loop(call, _Leg())
         else:
             yield from self._hedged(call, self.hedging)
@@ -129,7 +153,7 @@ class Client:
 
     def _loop(self, call: Call, leg: _Leg) -> Generator[simpy.Event, Any, None]:
         state = Checkpoint()
-        failures = 0
+        failures = busy = 0
         cost = self.cost
         while not leg.cancelled:
             first = not state.sealed
@@ -141,7 +165,7 @@ class Client:
             leg.attempt = attempt
             self.proxy.forward(attempt)
             reply: Reply = yield attempt.reply
-            call.hops.append((self.env.now, reply.instance, reply.reason.value if reply.reason else str(reply.status)))
+            call.hops.append((self.env.now, reply.instance, _why(reply)))
             if leg.cancelled or call.ended is not None:
                 return
             if reply.status != 200:
@@ -153,6 +177,14 @@ class Client:
                 yield self.env.timeout(min(POLICY.backoff_cap, POLICY.backoff_initial * 2 ** (failures - 1)))
                 continue
             failures = 0
+            if reply.outcome is Outcome.BUSY:
+                busy += 1
+                call.busy += 1
+                if busy > POLICY.max_busy_retries:
+                    call.refused = call.failed = True
+                    return
+                yield self.env.timeout(min(POLICY.max_hint_delay, reply.retry_after_ms / 1000))
+                continue
             if reply.outcome is Outcome.COMPLETE:
                 call.ended = self.env.now
                 return
@@ -161,6 +193,13 @@ class Client:
             call.rounds += 1
             if reply.retry_after_ms > 0:
                 yield self.env.timeout(min(POLICY.max_hint_delay, reply.retry_after_ms / 1000))
+
+
+def _why(reply: Reply) -> str:
+    """How a call's hop names the end of an exchange: the hand-back's reason, `busy`, or the HTTP status."""
+    if reply.reason is not None:
+        return reply.reason.value
+    return "busy" if reply.outcome is Outcome.BUSY else str(reply.status)
 
 
 @dataclass(eq=False)

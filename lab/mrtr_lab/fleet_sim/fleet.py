@@ -45,8 +45,10 @@ class Fleet:
         *,
         shared_cores: float | None = None,
         hedging: Hedging | None = None,
+        deadline_s: float | None = None,
     ) -> None:
-        """`shared_cores`: one machine of that many cores for everything (the calibration); None: the study's."""
+        """`shared_cores`: one machine of that many cores for everything (the calibration); None: the study's.
+        `deadline_s`: the callers give up on a call this long after it started (`Client.deadline_s`)."""
         self.env = env
         self.model = model
         self.settings = settings
@@ -61,7 +63,7 @@ class Fleet:
             model.proxy_first,
             model.proxy_hop,
         )
-        self.client = Client(env, self.proxy, cost, hedging)
+        self.client = Client(env, self.proxy, cost, hedging, deadline_s)
         self.instances: list[Instance] = []
         """Every instance that ever ran (gone ones too: their step counts stay)."""
         self._numbers = itertools.count(1)

@@ -3,8 +3,10 @@
 A round here takes the decisions `mrtr_worker.compute.engine.Engine.run`
 takes, in the same order and by the same objects: `Standing.bring` and
 `judge` (the instance's standing against its peers, `start_probe` when it
-runs a probe), `SheddingPolicy.arrives` (hand back, run, or wait for a slot
-with the way out a rebalance takes), then a slice of steps with
+runs a probe), `FleetLoad.note` and `QueueEstimate` (whether the fleet looks
+full, and how long a round would queue here), `SheddingPolicy.arrives` (hand
+back, refuse as busy, run, or wait for a slot with the way out a rebalance
+takes), then a slice of steps with
 `at_step_end` at every step boundary (the hand-back and the pace it carries
 on). What is modelled rather than run: the slot queue (the
 engine's is asyncio; this one is SimPy, first come first served like it),
@@ -24,7 +26,9 @@ import simpy
 
 from mrtr_lab.fleet_sim.host import Cpu
 from mrtr_protocol.rounds import EndOfRound
-from mrtr_worker.compute.policy import Arrival, Boundary, HandBack, SheddingPolicy, SheddingSettings, Wait
+from mrtr_worker.compute.fleet_load import FleetLoad
+from mrtr_worker.compute.policy import Arrival, Boundary, Busy, HandBack, SheddingPolicy, SheddingSettings, Wait
+from mrtr_worker.compute.queue_estimate import QueueEstimate
 from mrtr_worker.compute.standing import Judgement, Standing, from_peer, last_instance
 from mrtr_worker.sealing.layout import Trace
 
@@ -34,6 +38,8 @@ TOOL = "count_primes"
 class Outcome(Enum):
     COMPLETE = "complete"
     HAND_BACK = "hand_back"
+    BUSY = "busy"
+    """Refused as busy before anything ran (`mrtr_protocol.busy`): the client may send it again after the hint."""
     GONE = "gone"
     """The client hung up (a hedge's loser, a request the proxy abandoned) or the instance died: no answer."""
 
@@ -46,10 +52,12 @@ class Checkpoint:
     trace: Trace = field(default_factory=Trace)
     sealed: bool = False
     """False until a worker first hands it back: a call with no state starts over from nothing."""
+    refused: bool = False
+    """Its last round was refused at admission (`engine.REFUSED_KEY`): the next instance learns this one was full."""
 
     def copy(self) -> Checkpoint:
         trace = Trace(self.trace.hops, list(self.trace.visited), self.trace.pace)
-        return Checkpoint(self.steps, trace, self.sealed)
+        return Checkpoint(self.steps, trace, self.sealed, self.refused)
 
 
 @dataclass(eq=False)
@@ -151,6 +159,8 @@ class Instance:
         self.policy = SheddingPolicy(settings)
         self.standing = Standing.for_step_aside(settings.step_aside)
         self.slots = Slots(env, settings.max_concurrent)
+        self.fleet_load = FleetLoad(settings.fleet_full_hold_ms)
+        self.queue = QueueEstimate(settings.max_concurrent)
         self.cost = cost
         self.draining = False
         self.alive = True
@@ -239,16 +249,23 @@ class Instance:
         if judgement is Judgement.PROBE:
             self.standing.start_probe(TOOL, now)
         self._standing_moved()
+        last = last_instance(trace.visited)
+        self.fleet_load.note(refused_elsewhere=state.refused and last not in (None, here), now=now)
         arrival = Arrival(
             pace=trace.pace,
             hops=trace.fair_hops,
             instance_id=here,
-            last=last_instance(trace.visited),
+            last=last,
             draining=self.draining,
             slow=judgement is Judgement.SLOW,
             full=not self.slots.available,
+            fleet_full=self.fleet_load.full(now, self.slots.waiting),
+            fresh=state.steps == 0,
+            expected_wait_ms=self.queue.wait_ms(self.slots.waiting),
         )
         decision = policy.arrives(arrival)
+        if isinstance(decision, Busy):
+            return Reply(200, Outcome.BUSY, None, None, decision.retry_after_ms, self.name)
         if isinstance(decision, HandBack):
             return self._hand_back(state, decision)
         if isinstance(decision, Wait):
@@ -261,11 +278,13 @@ class Instance:
         else:
             taken = self.slots.try_acquire()
             assert taken, "a slot was free when the policy decided"
+        held_from = self.env.now
         try:
             return (yield from self._slice(attempt, decision.fled))
         finally:
             if self.alive:
                 self.slots.release()
+                self.queue.held(self.env.now - held_from)
 
     def _queue(self, attempt: Attempt, wait: Wait) -> Generator[simpy.Event, Any, bool | None]:
         """Wait for a slot (True), leave on a rebalance or after the policy's patience (False), or hang up (None)."""
@@ -306,6 +325,7 @@ class Instance:
                     pace_here=pace_here,
                     reference=reference,
                     instance_id=self.name,
+                    fleet_full=self.fleet_load.full(self.env.now, self.slots.waiting),
                 )
                 end = policy.at_step_end(boundary)
                 if end is not None:
@@ -328,4 +348,5 @@ class Instance:
         state.trace.pace = end.pace
         state.trace.record(self.name, self.version)
         state.sealed = True
+        state.refused = end.reason is EndOfRound.ADMISSION
         return Reply(200, Outcome.HAND_BACK, state, end.reason, end.retry_after_ms, self.name)

@@ -56,6 +56,12 @@ class WorkerMetrics:
             "1 while the fleet looks full from here: a full worker queues new calls instead of handing them back",
             registry=r,
         )
+        self.busy_refusals = Counter(
+            "mrtr_worker_busy_refusals",
+            "New calls refused as busy (-32000 with a retry hint): the fleet looked full and the queue here was"
+            " longer than the callers wait (refuse_new_after_ms)",
+            registry=r,
+        )
         self.compute_steps = Counter(
             "mrtr_worker_compute_steps", "Computation steps executed on this instance", ["tool"], registry=r
         )

@@ -18,6 +18,8 @@ def arrive(
     slow: bool = False,
     full: bool = False,
     fleet_full: bool = False,
+    fresh: bool = False,
+    expected_wait_ms: float = 0.0,
 ) -> Decision:
     """What the policy decides for a round arriving at `here` (by default: an idle instance, a first round)."""
     return policy.arrives(
@@ -30,6 +32,8 @@ def arrive(
             slow=slow,
             full=full,
             fleet_full=fleet_full,
+            fresh=fresh,
+            expected_wait_ms=expected_wait_ms,
         )
     )
 

@@ -9,7 +9,16 @@ from __future__ import annotations
 import pytest
 
 from mrtr_protocol.rounds import EndOfRound
-from mrtr_worker.compute.policy import Boundary, Decision, HandBack, Run, SheddingPolicy, SheddingSettings, Wait
+from mrtr_worker.compute.policy import (
+    Boundary,
+    Busy,
+    Decision,
+    HandBack,
+    Run,
+    SheddingPolicy,
+    SheddingSettings,
+    Wait,
+)
 from mrtr_worker.sealing.layout import Pace
 from tests.worker.compute.decisions import arrive, reason_at
 
@@ -73,6 +82,28 @@ def test_a_full_instance_queues_a_new_round_when_the_fleet_looks_full() -> None:
     draining = arrive(DEFAULT, full=True, fleet_full=True, draining=True)
     assert isinstance(draining, HandBack)
     assert draining.reason is EndOfRound.DRAIN
+
+
+LIMITED = SheddingPolicy(SheddingSettings(refuse_new_after_ms=2000))
+
+
+@pytest.mark.parametrize(
+    ("policy", "fleet_full", "fresh", "expected_wait_ms", "decided"),
+    [
+        (LIMITED, True, True, 5000, Busy(3000, 5000)),  # told to come back once the queue is within the limit
+        (LIMITED, True, True, 2010, Busy(25, 2010)),  # at least the admission hint's base
+        (LIMITED, True, True, 2000, "wait"),  # within the limit: it queues
+        (LIMITED, True, False, 9000, "wait"),  # steps done for it: a refusal would lose them
+        (LIMITED, False, True, 9000, "hand back"),  # the fleet does not look full: refused at admission as ever
+        (DEFAULT, True, True, 9000, "wait"),  # no limit by default
+    ],
+)
+def test_a_new_call_is_refused_as_busy_only_while_the_fleet_looks_full_and_the_queue_is_too_long(
+    policy: SheddingPolicy, fleet_full: bool, fresh: bool, expected_wait_ms: float, decided: Busy | str
+) -> None:
+    decision = arrive(policy, full=True, fleet_full=fleet_full, fresh=fresh, expected_wait_ms=expected_wait_ms)
+    kinds = {Wait: "wait", HandBack: "hand back"}
+    assert decision == decided if isinstance(decided, Busy) else kinds.get(type(decision)) == decided, decision
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,15 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
+from mrtr_protocol.busy import RETRY_AFTER_KEY, SERVER_BUSY
 from mrtr_protocol.rounds import EndOfRound
 from mrtr_worker.compute.computation import Computation, State
 from mrtr_worker.compute.fleet_load import FleetLoad
-from mrtr_worker.compute.policy import Arrival, Boundary, HandBack, SheddingPolicy, SheddingSettings, Wait
+from mrtr_worker.compute.policy import Arrival, Boundary, Busy, HandBack, SheddingPolicy, SheddingSettings, Wait
+from mrtr_worker.compute.queue_estimate import QueueEstimate
 from mrtr_worker.compute.queueing import wait_for_slot
 from mrtr_worker.compute.slots import Slots
 from mrtr_worker.compute.standing import Judgement, Standing, from_peer, last_instance
@@ -68,6 +71,8 @@ class Engine:
         self.standing = Standing.for_step_aside(settings.step_aside)
         """What this instance learned of its own speed against its peers', from the rounds it served."""
         self._max_workers = settings.max_concurrent
+        self._queue = QueueEstimate(settings.max_concurrent)
+        """How long a round arriving now would queue for a slot: what a busy refusal is judged by."""
         self.fleet_load = FleetLoad(settings.fleet_full_hold_ms)
         """Whether the fleet looks full from here, from the rounds other full instances refused."""
         metrics.fleet_full.set_function(lambda: float(self.fleet_load.full(self._clock(), self._slots.waiting)))
@@ -142,8 +147,13 @@ class Engine:
             full=not self._slots.available,
             can_hand_back=rnd.can_hand_back,
             fleet_full=self.fleet_load.full(self._clock(), self._slots.waiting),
+            fresh=steps == 0,
+            expected_wait_ms=self._queue.wait_ms(self._slots.waiting),
         )
         decision = self.policy.arrives(arrival)
+        if isinstance(decision, Busy):
+            self._metrics.busy_refusals.inc()
+            raise _busy_error(decision, self.policy.settings.refuse_new_after_ms)
         if isinstance(decision, HandBack):
             return self._hand_back(rnd, state, steps, decision)
         if isinstance(decision, Wait):
@@ -154,11 +164,13 @@ class Engine:
             taken = self._slots.try_acquire()
             assert taken, "a slot was free when the policy decided, and nothing ran since"
         self._metrics.computations.inc()
+        held_from = self._clock()
         try:
             return await self._run_slice(rnd, computation, state, steps, fled=decision.fled)
         finally:
             self._metrics.computations.dec()
             self._slots.release()
+            self._queue.held(self._clock() - held_from)
 
     async def _queue_for_slot(self, movable: bool, patience: float | None) -> bool:
         """Wait for a slot (True), or leave the queue (False): on a rebalance, counted as moved, or when the wait
@@ -255,3 +267,15 @@ class Engine:
             structured_content=result,
             _meta={COMPUTE_META_KEY: {"steps": steps, "hops": rnd.trace.hops, "visited": visited}},
         )
+
+
+def _busy_error(busy: Busy, limit_ms: int) -> MCPError:
+    """The busy refusal of a new call (`mrtr_protocol.busy`): nothing ran for it; it may come back later."""
+    return MCPError(
+        code=SERVER_BUSY,
+        message=(
+            f"The fleet is full: a new call would wait about {busy.expected_wait_ms / 1000:.1f} s for a compute slot"
+            f" here (the limit is {limit_ms / 1000:.1f} s). Nothing ran; send it again after {busy.retry_after_ms} ms."
+        ),
+        data={RETRY_AFTER_KEY: busy.retry_after_ms, "expectedWaitMs": round(busy.expected_wait_ms)},
+    )

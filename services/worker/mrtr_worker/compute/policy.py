@@ -61,6 +61,10 @@ class SheddingSettings:
     """After a round another instance refused at admission arrives here, for this long the fleet counts as full: a
     full instance queues new rounds instead of refusing them, and runs its computations on (`compute.fleet_load`);
     0 (the default until the spike benchmark has settled it: docs/policy.md) turns it off."""
+    refuse_new_after_ms: int = Field(default=0, ge=0)
+    """While the fleet looks full, a new call (no step run for it yet) that would queue here longer than this is
+    refused as busy (`mrtr_protocol.busy`: -32000 with a retry hint) rather than queued past what its caller
+    waits; 0 (off, with the fleet-full rule): it queues."""
     queue_wait_ms: int = Field(default=0, ge=0)
     """A prioritized request queued this long for a slot moves on (a move, within the budget); 0 (the default,
     see the module's docstring): it waits for its slot."""
@@ -137,6 +141,10 @@ class Arrival:
     """False for a round that cannot end early (a 2025-era wire): it waits for a slot and runs to its end."""
     fleet_full: bool = False
     """The fleet looks full from here (`compute.fleet_load`): a refusal would only circle, so the round queues."""
+    fresh: bool = False
+    """No step has run for the call yet (new, or only refused at admission so far): a refusal loses nothing."""
+    expected_wait_ms: float = 0.0
+    """How long a round arriving now would queue for a slot here (`compute.queue_estimate`)."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +176,16 @@ class Wait:
     """Seconds it queues before it moves on (None: until its slot, or a rebalance)."""
 
 
-Decision = Run | HandBack | Wait
+@dataclass(frozen=True)
+class Busy:
+    """Refuse the new call at once, before it runs anything (`mrtr_protocol.busy`): the fleet is full and the
+    queue here is longer than its caller waits; it may come back after `retry_after_ms`."""
+
+    retry_after_ms: int
+    expected_wait_ms: float
+
+
+Decision = Run | HandBack | Wait | Busy
 """What happens to a round as it arrives (`SheddingPolicy.arrives`)."""
 
 
@@ -187,7 +204,8 @@ class SheddingPolicy:
 
         In order: a drain; a round back on the straggler it last left (`fled_here`); an instance that knows it
         is slow; then, with every slot taken, a hand-back at admission unless the request is prioritized (aged,
-        or straight from a straggler) or the fleet looks full, else a wait that a rebalance or `queue_wait_ms`
+        or straight from a straggler) or the fleet looks full; a new call refused as busy when the fleet looks
+        full and the queue is too long (`refuse_new_after_ms`); else a wait that a rebalance or `queue_wait_ms`
         may end with a move.
         """
         fled = self._just_fled(a.pace, a.last, a.instance_id)
@@ -199,10 +217,22 @@ class SheddingPolicy:
             return Run(fled)
         if a.can_hand_back and not (self._prioritized(a.hops) or fled or a.fleet_full):
             return HandBack(EndOfRound.ADMISSION, a.pace, self._retry_after_ms(EndOfRound.ADMISSION, a.hops))
+        busy = self._busy(a)
+        if busy is not None:
+            return busy
         if not (a.can_hand_back and self._may_leave_queue(a.pace)):
             return Wait(fled, None)
         leave = HandBack(EndOfRound.PRESSURE, _one_more_move(a.pace))
         return Wait(fled, leave, self._queue_wait_s())
+
+    def _busy(self, a: Arrival) -> Busy | None:
+        """A new call refused while the fleet looks full, when it would queue here past `refuse_new_after_ms`; it
+        is told to come back once the queue would be within the limit (at least the admission hint's base)."""
+        limit = self.settings.refuse_new_after_ms
+        if not (limit and a.fleet_full and a.fresh) or a.expected_wait_ms <= limit:
+            return None
+        retry_after = max(self.settings.retry_after_base_ms, round(a.expected_wait_ms - limit))
+        return Busy(retry_after, a.expected_wait_ms)
 
     def at_step_end(self, b: Boundary) -> HandBack | None:
         """Hand the round back at this step boundary (with the pace it carries on), or None: run the next step."""

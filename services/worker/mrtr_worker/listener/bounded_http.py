@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 import httptools
 from uvicorn import Config
 
+from mrtr_protocol.busy import SERVER_BUSY
 from mrtr_worker.listener.one_write import OneWriteProtocol
 from mrtr_worker.listener.uvicorn_internals import STATUS_LINE, ServerState, unset_keepalive
 
@@ -51,8 +52,6 @@ _CR_LF = frozenset(b"\r\n")
 CHUNKED_SLICE = 1024
 """Bytes of a chunked body fed to the parser at a time (a head pipelined behind it is counted from a slice's start)."""
 INVALID_REQUEST = -32600
-SERVER_BUSY = -32000
-"""JSON-RPC's implementation-defined server error: the request was fine, the worker is full."""
 
 
 @dataclass(frozen=True)
