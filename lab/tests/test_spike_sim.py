@@ -1,7 +1,7 @@
 """The spike in the fleet simulator: what each setup does to a fleet-wide overload, on the real policy objects.
 
-One seed, 100 instances (a few seconds a setup): the figures are the model's, so the assertions are about
-the shape the policy gives them, each of which a change to the policy can break.
+One seed, 100 instances (a few seconds a setup; the busy refusals at three): the figures are the model's, so
+the assertions are about the shape the policy gives them, each of which a change to the policy can break.
 """
 
 from __future__ import annotations
@@ -37,11 +37,15 @@ def test_the_fleet_full_rule_ends_the_circling(figures: dict[str, list[SimPhase]
     assert rule.goodput >= 0.9
 
 
-def test_busy_refusals_trade_calls_past_their_deadline_for_clear_refusals(figures: dict[str, list[SimPhase]]) -> None:
+def test_busy_refusals_trade_calls_past_their_deadline_for_clear_refusals() -> None:
+    """At three instances, where the rule alone lets calls pass their deadline (at 100 it hardly does)."""
+    model = Model.from_calibration(load(CALIBRATION))
+    figures = {name: simulate(model, SETTINGS[name], 3, list(PHASES)) for name in ("fleet-full rule", "busy refusals")}
     rule, busy = figures["fleet-full rule"][SPIKE_3X], figures["busy refusals"][SPIKE_3X]
     assert rule.refused == 0
     assert busy.refused > 0
-    assert busy.timed_out < max(1, rule.timed_out)
+    assert rule.timed_out > 0
+    assert busy.timed_out < rule.timed_out / 4
     assert busy.goodput >= 0.9
     steady = figures["busy refusals"][0]
     assert (steady.refused, steady.timed_out) == (0, 0)  # nothing is refused below capacity
