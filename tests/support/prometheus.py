@@ -7,6 +7,9 @@ from typing import Any
 
 import httpx
 
+TASK_STATUSES = {"working", "input_required", "completed", "failed", "cancelled"}
+"""The statuses the console's "Tasks by status" table lists (the exporter's script counts every one)."""
+
 
 def active_targets(prometheus_url: str) -> list[dict[str, Any]]:
     reply = httpx.get(f"{prometheus_url}/api/v1/targets", params={"state": "active"}, timeout=10.0)

@@ -23,7 +23,7 @@ from typing import Any
 import simpy
 
 from benchmarks._cluster import MIX
-from benchmarks._spike_load import DEADLINE_S, Phase
+from benchmarks._spike_load import DEADLINE_S, MEAN_STEPS, Phase
 from mrtr_lab.fleet_sim.client import Call
 from mrtr_lab.fleet_sim.fleet import Fleet
 from mrtr_lab.fleet_sim.model import Model, step_work
@@ -31,7 +31,6 @@ from mrtr_lb.balancing import Balance
 from mrtr_worker.compute.policy import SheddingSettings
 
 MIX_STEPS = tuple(call.steps for call in MIX)
-MEAN_STEPS = sum(MIX_STEPS) / len(MIX_STEPS)
 AFTER_S = DEADLINE_S
 """Simulated seconds after the schedule for the last calls to end (none outlives its deadline)."""
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import httpx
 
 from mrtr_ops.waiting import wait_until
-from tests.support.prometheus import console_task_statuses, targets_per_job_once_all_up
-
-TASK_STATUSES = {"working", "input_required", "completed", "failed", "cancelled"}
+from tests.support.prometheus import TASK_STATUSES, console_task_statuses, targets_per_job_once_all_up
 
 
 def test_prometheus_scrapes_every_worker_the_proxy_and_redis(prometheus_url: str) -> None:

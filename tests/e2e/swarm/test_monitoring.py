@@ -8,9 +8,7 @@ import httpx
 
 from mrtr_ops.swarm.stack import SwarmStack
 from mrtr_ops.waiting import wait_until
-from tests.support.prometheus import active_targets, console_task_statuses, targets_per_job_once_all_up
-
-TASK_STATUSES = {"working", "input_required", "completed", "failed", "cancelled"}
+from tests.support.prometheus import TASK_STATUSES, active_targets, console_task_statuses, targets_per_job_once_all_up
 
 
 def test_prometheus_runs_as_declared(stack: SwarmStack) -> None:
