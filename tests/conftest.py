@@ -6,12 +6,15 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mrtr_ops.local.process import ManagedProcess, WorkerSpec, free_port
 from mrtr_ops.local.redis import RedisServer
 from mrtr_worker.sealing.keyring import KeyRing, new_ring
+from tests.fuzz.budget import PROFILE
+from tests.fuzz.tally import TALLY, TALLY_KEY
 from tests.support.wire import McpHttp
 
 _instance_numbers = itertools.count(1)
@@ -43,6 +46,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller: take in a worker's fuzz tally (`tests/fuzz/conftest.py` sends it)."""
+    tally = getattr(node, "workeroutput", {}).get(TALLY_KEY)
+    if tally is not None:
+        TALLY.merge(tally)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fuzz cases tried per property, so the CI log shows how much was fuzzed (here: the controller sees all)."""
+    if not TALLY.cases:
+        return
+    terminalreporter.section(f"fuzz: cases tried per property (hypothesis profile {PROFILE!r})")
+    for line in TALLY.lines():
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

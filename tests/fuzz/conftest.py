@@ -19,7 +19,7 @@ from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_ops.local.process import WorkerSpec, free_port
 from tests.fuzz.budget import PROFILE
 from tests.fuzz.origins import HOP_BY_HOP, Origins, collect
-from tests.fuzz.tally import TALLY
+from tests.fuzz.tally import TALLY, TALLY_KEY
 from tests.fuzz.target import FuzzTarget
 
 _SLOW_IS_FINE = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
@@ -102,9 +102,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         TALLY.seconds[report.nodeid] = report.duration
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not TALLY.cases:
-        return
-    terminalreporter.section(f"fuzz: cases tried per property (hypothesis profile {PROFILE!r})")
-    for line in TALLY.lines():
-        terminalreporter.write_line(line)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker, hand this process's tally to the controller (which prints the table)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and TALLY.cases:
+        workeroutput[TALLY_KEY] = TALLY.as_data()

@@ -2,13 +2,15 @@
 
 Hypothesis says how many examples it generated only when asked, and not per
 outcome; a test calls `TALLY.case(outcome)` once per example instead, and the
-fuzz conftest prints the table at the end of the session.
+table is printed at the end of the session (`tests/conftest.py`). Under pytest-xdist
+each worker process counts its own tests and hands its tally to the controller.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -22,6 +24,16 @@ class Tally:
     def case(self, outcome: str) -> None:
         """Record one example of the running test and what it led to (e.g. "rejected", "complete")."""
         self.cases.setdefault(self.current, Counter())[outcome] += 1
+
+    def as_data(self) -> dict[str, dict[str, Any]]:
+        """What a pytest-xdist worker sends the controller (plain JSON-able data)."""
+        return {"cases": {node: dict(c) for node, c in self.cases.items()}, "seconds": dict(self.seconds)}
+
+    def merge(self, data: dict[str, dict[str, Any]]) -> None:
+        """Add a worker's tally (`as_data`) to this one."""
+        for node, outcomes in data["cases"].items():
+            self.cases.setdefault(node, Counter()).update(outcomes)
+        self.seconds.update(data["seconds"])
 
     def lines(self) -> list[str]:
         rows = []
@@ -37,3 +49,5 @@ class Tally:
 
 
 TALLY = Tally()
+TALLY_KEY = "fuzz_tally"
+"""The key of a pytest-xdist worker's output that carries its tally."""
