@@ -24,15 +24,11 @@ import statistics
 import time
 from dataclasses import dataclass, field, replace
 
-import httpx
-
 from benchmarks._cluster import PATIENT, PrimesCall, bare_step_ms, clusters, median, verdict
 from benchmarks._cluster import proxy_cpu as proxy_cpu_of
 from benchmarks._cluster import workers_cpu as workers_cpu_of
-from benchmarks._lean_http import LeanTransport
 from benchmarks.report import markdown_table, parser, publish
 from mrtr_client import Client
-from mrtr_client.client import DEFAULT_TIMEOUT
 from mrtr_ops.local.cluster import LocalCluster
 from mrtr_protocol.rounds import HAND_BACK_REASONS
 from mrtr_worker.compute.policy import SheddingSettings
@@ -109,11 +105,6 @@ def per_hop(runs: Runs, base: Runs, values: str) -> float:
     return (centre(getattr(runs, values)) - centre(getattr(base, values))) * 1000 / hops
 
 
-def _lean_client(url: str) -> Client:
-    """The hop's cost is the fleet's: the client's rounds go over `LeanTransport` to keep its share of the CPU small."""
-    return Client(url, policy=PATIENT, http=httpx.Client(transport=LeanTransport(url), timeout=DEFAULT_TIMEOUT))
-
-
 def main() -> int:
     options = parser(__doc__, duration=20.0, duration_help="seconds of measured runs, in interleaved rounds")
     options.add_argument(
@@ -126,8 +117,10 @@ def main() -> int:
     results = {(path, name): Runs() for path in route for name in plan}
     with clusters(*plan.values(), workers=args.workers) as started:
         by_name = dict(zip(plan, started, strict=True))
-        clients = {
-            (path, name): _lean_client(f"{cluster.workers['w1'].url}/mcp" if path == route[0] else cluster.mcp_url)
+        clients = {  # the client library as a user has it: httpx, one keep-alive connection per client
+            (path, name): Client(
+                f"{cluster.workers['w1'].url}/mcp" if path == route[0] else cluster.mcp_url, policy=PATIENT
+            )
             for path in route
             for name, cluster in by_name.items()
         }
@@ -168,8 +161,8 @@ def report(
         "hop** is (median wall time with hops - median without) / hops on the same path, so the steps cancel "
         "out; that is the figure the target applies to. The steps are kept short on purpose: step speed "
         "differs by up to ~15% between worker processes, which over long steps would swamp the hop cost. "
-        "The CPU columns split the cost between the client (the MRTR client library on its lean keep-alive "
-        "connection), the proxy and the workers' main processes (means: CPU time comes in "
+        "The CPU columns split the cost between the client (the MRTR client library as users have it, on httpx "
+        "with one keep-alive connection), the proxy and the workers' main processes (means: CPU time comes in "
         "10 ms ticks). Wall times are medians of "
         f"{rounds} interleaved runs per row.",
         "",
