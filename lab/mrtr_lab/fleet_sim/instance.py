@@ -95,10 +95,12 @@ class Slots:
         self._env = env
         self.free = capacity
         self._waiters: deque[simpy.Event] = deque()
+        self._quiet: set[simpy.Event] = set()
 
     @property
     def waiting(self) -> int:
-        return len(self._waiters)
+        """Waiters that press running computations to yield (a task's quiet turn apart)."""
+        return len(self._waiters) - len(self._quiet)
 
     @property
     def available(self) -> bool:
@@ -111,9 +113,11 @@ class Slots:
             return True
         return False
 
-    def request(self) -> simpy.Event:
+    def request(self, *, quiet: bool = False) -> simpy.Event:
         waiter = self._env.event()
         self._waiters.append(waiter)
+        if quiet:
+            self._quiet.add(waiter)
         return waiter
 
     def cancel(self, waiter: simpy.Event) -> None:
@@ -122,10 +126,13 @@ class Slots:
             self.release()
         else:
             self._waiters.remove(waiter)
+            self._quiet.discard(waiter)
 
     def release(self) -> None:
         if self._waiters:
-            self._waiters.popleft().succeed()
+            waiter = self._waiters.popleft()
+            self._quiet.discard(waiter)
+            waiter.succeed()
         else:
             self.free += 1
 

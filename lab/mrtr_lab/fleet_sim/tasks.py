@@ -143,10 +143,6 @@ class TaskSlots(Slots):
         super().__init__(env, capacity)
         self.freed = env.event()
 
-    @property
-    def available(self) -> bool:
-        return self.free > 0 and not self.waiting
-
     def release(self) -> None:
         super().release()
         event, self.freed = self.freed, self._env.event()
@@ -231,7 +227,10 @@ class SliceRunner:
                 yield self.env.timeout(POLL_MS / 1000)
                 continue
             if not self.slots.available:
-                yield self.slots.freed
+                freed = self.slots.freed
+                yield freed | self.env.timeout(rules.turn_after_s)
+                if not freed.triggered and not rules.slow(self.peer_rates, self.env.now):
+                    yield from self._take_a_turn()
                 continue
             late = False
             if rules.slow(self.peer_rates, self.env.now):
@@ -250,6 +249,22 @@ class SliceRunner:
                 continue
             self.env.process(self._run(task, late))
 
+    def _take_a_turn(self) -> Generator[simpy.Event, Any, None]:
+        """`TaskRunner._take_a_turn`: calls kept every slot busy a whole slice; queue quietly for one if slices wait."""
+        yield from self._trip(self.lease)  # the queue's oldest slice, read from Redis
+        if self.redis.queue.oldest_age_ms() is None:
+            return
+        while self.running >= CONCURRENCY:
+            yield self._capacity_freed
+        self.running += 1
+        yield self.slots.request(quiet=True)
+        task = yield from self.redis.queue.take(1)
+        if task is None:
+            self.slots.release()
+            self._release()
+            return
+        self.env.process(self._run(task, late=False, holding_slot=True))
+
     def _release(self) -> None:
         self.running -= 1
         event, self._capacity_freed = self._capacity_freed, self.env.event()
@@ -257,10 +272,10 @@ class SliceRunner:
 
     # --- one slice ----------------------------------------------------------------------------------------
 
-    def _run(self, task: Task, late: bool) -> Generator[simpy.Event, Any, None]:
+    def _run(self, task: Task, late: bool, holding_slot: bool = False) -> Generator[simpy.Event, Any, None]:
         try:
             yield from self._trip(self.slice_begin)  # the read and the fenced begin
-            if not self.slots.try_acquire():  # the slots filled since the queue was read: leave it to others
+            if not holding_slot and not self.slots.try_acquire():  # the slots filled since: leave it to others
                 yield from self._trip(self.lease)
                 self.redis.queue.add(task)
                 return

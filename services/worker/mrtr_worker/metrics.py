@@ -68,7 +68,7 @@ class WorkerMetrics:
         self.task_slices = Counter(
             "mrtr_worker_task_slices",
             "Task slices taken here, by outcome (requeued, straggler, pressure, busy, input_required, completed,"
-            " failed, stale, left, reclaimed)",
+            " failed, stale, left, reclaimed, turn: taken in the line for a slot among the calls)",
             ["outcome"],
             registry=r,
         )

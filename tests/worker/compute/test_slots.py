@@ -7,7 +7,9 @@ until a condition holds (each waiter needs one turn to queue up).
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 
@@ -98,6 +100,48 @@ async def test_try_acquire_refuses_while_someone_is_queued() -> None:
     await asyncio.wait_for(waiter, 5)
     assert not slots.try_acquire()  # the waiter holds it
     slots.release()
+    assert free_slots(slots) == 1
+
+
+async def test_a_quiet_waiter_keeps_its_place_but_is_no_pressure() -> None:
+    slots = Slots(1)
+    assert slots.try_acquire()
+    order: list[str] = []
+
+    async def wait(name: str, *, quiet: bool = False) -> None:
+        await slots.acquire(quiet=quiet)
+        order.append(name)
+
+    call = asyncio.create_task(wait("call"))
+    await settled(lambda: slots.queued == 1, "the call queued")
+    turn = asyncio.create_task(wait("task", quiet=True))
+    await settled(lambda: slots.queued == 2, "the task's turn queued")
+    assert slots.waiting == 1, "a quiet waiter asks no running computation to yield"
+    assert not slots.available
+    assert not slots.try_acquire()
+    late = asyncio.create_task(wait("late call"))
+    await settled(lambda: slots.queued == 3, "a later call queued")
+
+    for name in ("call", "task", "late call"):
+        slots.release()
+        await settled(partial(operator.contains, order, name), f"{name} served")
+    await asyncio.wait_for(asyncio.gather(call, turn, late), 5)
+    assert order == ["call", "task", "late call"]
+    slots.release()
+    assert free_slots(slots) == 1
+
+
+async def test_a_cancelled_quiet_waiter_leaves_no_trace() -> None:
+    slots = Slots(1)
+    assert slots.try_acquire()
+    turn = asyncio.create_task(slots.acquire(quiet=True))
+    await settled(lambda: slots.queued == 1, "the turn queued")
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    assert (slots.queued, slots.waiting) == (0, 0)
+    slots.release()
+    assert slots.available
     assert free_slots(slots) == 1
 
 

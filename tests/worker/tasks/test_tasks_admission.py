@@ -200,3 +200,49 @@ def test_a_call_queued_for_the_slot_ends_a_task_slice_after_the_minimum_slice(re
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_calls_that_keep_every_slot_busy_leave_a_task_its_turn_in_the_line(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        engine, metrics = make_engine(InlineExecutor(), FakeClock(), max_concurrent=1)
+        slots = engine.slots
+        store = _store(redis_server.url)
+        runner = _runner(store, engine, metrics)
+        await asyncio.wait_for(slots.acquire(), WAIT)  # a call holds the only slot
+        queued_call = asyncio.create_task(slots.acquire())  # and another waits for it: a fleet full of calls
+        await wait_until_async(lambda: _true(slots.waiting == 1), timeout=WAIT, what="the second call to queue")
+        record = _record({"limit": 1_000_000, "segment": 250_000})
+        await store.create(record, max_live=10)
+        await runner.start()
+        try:
+            await wait_until_async(
+                lambda: _true(slots.queued == 2), timeout=WAIT, what="the runner to take its turn in the line"
+            )
+            assert slots.waiting == 1, "the turn is quiet: the computation holding the slot is not asked to yield"
+            stored = await store.load(record.task_id)
+            assert stored is not None
+            assert stored.record.steps == 0
+
+            slots.release()  # the first call ends: its slot goes to the call that queued before the task
+            await asyncio.wait_for(queued_call, WAIT)
+            assert slots.queued == 1
+            assert _count(metrics, "turn") == 0
+
+            slots.release()  # the second call ends: the task's turn
+
+            async def finished() -> Stored | None:
+                now = await store.load(record.task_id)
+                return now if now is not None and now.record.terminal else None
+
+            done = await wait_until_async(finished, timeout=WAIT, what="the task to run in its turn")
+            assert done.record.result is not None
+            assert done.record.result["structuredContent"] == {"count": KNOWN_COUNTS[1_000_000]}
+            assert _count(metrics, "turn") == 1
+            await wait_until_async(
+                lambda: _true(slots.available), timeout=WAIT, what="the turn's slot to be given back"
+            )
+        finally:
+            await runner.stop()
+            await store.close()
+
+    asyncio.run(scenario())

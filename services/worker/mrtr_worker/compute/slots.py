@@ -25,6 +25,7 @@ class Slots:
         self._capacity = capacity
         self._free = capacity
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._quiet: set[asyncio.Future[None]] = set()
         self._freed = asyncio.Event()
 
     @property
@@ -35,7 +36,7 @@ class Slots:
     @property
     def available(self) -> bool:
         """Whether `try_acquire` would succeed now: what the task runner checks before taking a slice."""
-        return self._free > 0 and not self.waiting
+        return self._free > 0 and not self.queued
 
     async def wait_available(self) -> None:
         """Return once a slot is free and nobody is queued for it (it is not taken: `try_acquire` may still lose)."""
@@ -45,22 +46,30 @@ class Slots:
 
     @property
     def waiting(self) -> int:
-        """Calls queued for a slot: the pressure that makes running computations yield."""
+        """Calls queued for a slot: the pressure that makes running computations yield (quiet waiters apart)."""
+        return sum(1 for fut in self._waiters if not fut.done() and fut not in self._quiet)
+
+    @property
+    def queued(self) -> int:
+        """Everyone in the line, quiet waiters too."""
         return sum(1 for fut in self._waiters if not fut.done())
 
     def try_acquire(self) -> bool:
         """Take a slot if one is free and nobody is queued ahead."""
-        if self._free > 0 and not self.waiting:
+        if self._free > 0 and not self.queued:
             self._free -= 1
             return True
         return False
 
-    async def acquire(self) -> None:
-        """Wait for a slot in arrival order."""
+    async def acquire(self, *, quiet: bool = False) -> None:
+        """Wait for a slot in arrival order: `quiet`, a waiter not counted in `waiting` (a task slice taking its
+        turn keeps its place in the line but asks no running computation to yield its slot)."""
         if self.try_acquire():
             return
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
+        if quiet:
+            self._quiet.add(waiter)
         try:
             await waiter
         except asyncio.CancelledError:
@@ -68,6 +77,7 @@ class Slots:
                 self.release()  # the slot was handed to us as we were cancelled: pass it on
             raise
         finally:
+            self._quiet.discard(waiter)
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
 

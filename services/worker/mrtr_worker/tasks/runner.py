@@ -66,6 +66,22 @@ def run_limit_failure(run_ms: int, limit_ms: int) -> TaskFailure:
     )
 
 
+class _HeldSlot:
+    """A compute slot taken in the line for one slice (`TaskRunner._take_a_turn`), released once by whichever path
+    ends the slice; true while it is held."""
+
+    def __init__(self, slots: Slots | None) -> None:
+        self._slots = slots
+
+    def __bool__(self) -> bool:
+        return self._slots is not None
+
+    def release(self) -> None:
+        if self._slots is not None:
+            self._slots.release()
+            self._slots = None
+
+
 @dataclass(frozen=True)
 class RunnerParts:
     """The worker's objects a task runner works with, built once (`worker.py`)."""
@@ -201,7 +217,8 @@ class TaskRunner:
             if self._slots is not None and not self._slots.available:
                 self.held_back = True  # the slices wait in the queue for a worker with a free slot
                 try:
-                    await self._slots.wait_available()
+                    if not await self._slot_freed(self._slots) and not self.slow():
+                        await self._take_a_turn(self._slots)
                 finally:
                     self.held_back = False
                 continue
@@ -243,6 +260,46 @@ class TaskRunner:
                 self._capacity.release()
                 continue
             self._spawn(taken, late=late)
+
+    async def _slot_freed(self, slots: Slots) -> bool:
+        """Wait for a free slot nobody is queued for, at most `SliceRules.turn_after_s`: whether one came."""
+        try:
+            await asyncio.wait_for(slots.wait_available(), self.rules.turn_after_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _take_a_turn(self, slots: Slots) -> None:
+        """Calls kept every slot here busy for a whole slice: if slices wait, queue for a slot among the calls
+        (quietly: a running computation is not asked to yield it) and run one slice in it. Without a turn, a
+        fleet overloaded with calls would never start a task (docs/tasks.md, "Where the work runs")."""
+        try:
+            await self._store.ensure_group()
+            if await self._store.oldest_waiting_ms() is None:
+                return
+        except (RedisError, OSError) as exc:
+            self._failed(exc)
+            return
+        await self._capacity.acquire()
+        taken: Slice | None = None
+        try:
+            await slots.acquire(quiet=True)
+            try:
+                if not self._paused():  # a drain may have begun while it waited in the line
+                    taken = await self._orphan() if self._orphans else None
+                    if taken is None:
+                        taken = await self._store.take(self.consumer, 1)
+            finally:
+                if taken is None:
+                    slots.release()
+        except (RedisError, OSError) as exc:
+            self._failed(exc)
+        finally:
+            if taken is None:
+                self._capacity.release()
+        if taken is not None:
+            self._metrics.task_slices.labels(outcome="turn").inc()
+            self._spawn(taken, holding_slot=True)
 
     @property
     def peer_rates(self) -> list[dict[str, float]] | None:
@@ -352,15 +409,15 @@ class TaskRunner:
     def _free_slot(self) -> bool:
         return self._slots is None or self._slots.available
 
-    def _spawn(self, taken: Slice, *, late: bool = False) -> None:
-        task = asyncio.create_task(self._run(taken, late=late))
+    def _spawn(self, taken: Slice, *, late: bool = False, holding_slot: bool = False) -> None:
+        task = asyncio.create_task(self._run(taken, late=late, holding_slot=holding_slot))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
-    async def _run(self, taken: Slice, *, late: bool) -> None:
+    async def _run(self, taken: Slice, *, late: bool, holding_slot: bool = False) -> None:
         try:
             with self._lifecycle.busy():
-                await self._run_slice(taken, late=late)
+                await self._run_slice(taken, late=late, holding_slot=holding_slot)
         except (RedisError, OSError) as exc:
             self._failed(exc)  # not acknowledged: the slice comes back after its lease, from the last checkpoint
         except Exception:
@@ -368,8 +425,16 @@ class TaskRunner:
         finally:
             self._capacity.release()
 
-    async def _run_slice(self, taken: Slice, *, late: bool = False) -> None:
-        """Run one slice; `late`: a slow worker took it after its peers left it waiting (no straggler move)."""
+    async def _run_slice(self, taken: Slice, *, late: bool = False, holding_slot: bool = False) -> None:
+        """Run one slice; `late`: a slow worker took it after its peers left it waiting (no straggler move);
+        `holding_slot`: it took a compute slot in the line already (`_take_a_turn`), released here."""
+        held = _HeldSlot(self._slots if holding_slot else None)
+        try:
+            await self._slice_in(taken, late=late, held=held)
+        finally:
+            held.release()
+
+    async def _slice_in(self, taken: Slice, *, late: bool, held: _HeldSlot) -> None:
         store = self._store
         try:
             begun = await self._leases.begin(taken, self.consumer)
@@ -389,11 +454,15 @@ class TaskRunner:
             await self._leave_to_others(taken, why)
             return
         slots = self._slots if job.computes else None
-        if slots is not None and not slots.try_acquire():
-            # The slots filled (MRTR calls) since the queue was read: leave the slice to a worker with a free one.
-            await store.put_back(taken)
-            self._metrics.task_slices.labels(outcome="busy").inc()
-            return
+        if slots is None:
+            held.release()  # a job that does not compute needs no slot
+        elif not held:
+            if not slots.try_acquire():
+                # The slots filled (MRTR calls) since the queue was read: leave the slice to a worker with a free one.
+                await store.put_back(taken)
+                self._metrics.task_slices.labels(outcome="busy").inc()
+                return
+            held = _HeldSlot(slots)
         record = stored.record.visit(self._identity.instance_id, self._identity.version)
         if slots is None:
             await self._steps(stored, record, job, lease, slotted=False, late=late)
@@ -403,7 +472,7 @@ class TaskRunner:
             await self._steps(stored, record, job, lease, slotted=True, late=late)
         finally:
             self._metrics.task_slots.dec()
-            slots.release()
+            held.release()
 
     async def _leave_to_others(self, taken: Slice, why: str) -> None:
         logger.warning("task %s: slice left to other instances: %s", taken.task_id, why)

@@ -52,6 +52,11 @@ class SliceRules:
         self.standing = Standing()
         """This worker's recent step rates per job, told to peers with each heartbeat."""
 
+    @property
+    def turn_after_s(self) -> float:
+        """How long the runner waits for a free slot before it queues for one among the calls: one slice."""
+        return self.slice_ms / 1000
+
     def slow(self, peer_rates: list[dict[str, float]] | None, now: float) -> bool:
         """Whether this worker has measured itself well below its peers lately (`peer_rates`: None, not read)."""
         settings = self.policy.settings
