@@ -281,14 +281,14 @@ class SliceRunner:
                 return
             task.visited.append(self.name)
             try:
-                yield from self._steps(task, late)
+                yield from self._steps(task, late, pressed=not holding_slot)
             finally:
                 self.slots.release()
         finally:
             self._release()
 
-    def _steps(self, task: Task, late: bool) -> Generator[simpy.Event, Any, None]:
-        """`TaskRunner._steps`: the same decisions in the same order, by the same rules."""
+    def _steps(self, task: Task, late: bool, *, pressed: bool = True) -> Generator[simpy.Event, Any, None]:
+        """`TaskRunner._steps`: the same decisions in the same order, by the same rules (`pressed`: as there)."""
         env, rules, instance = self.env, self.rules, self.instance
         started = env.now
         here = 0
@@ -308,7 +308,7 @@ class SliceRunner:
             boundary = Boundary(
                 slice_ms=(env.now - started) * 1000,
                 hops=0,
-                waiting=self.slots.waiting,
+                waiting=self.slots.waiting if pressed else 0,
                 draining=instance.draining,
                 steps=here,
                 pace=judged,

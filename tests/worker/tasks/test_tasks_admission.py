@@ -246,3 +246,39 @@ def test_calls_that_keep_every_slot_busy_leave_a_task_its_turn_in_the_line(redis
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_a_slice_taken_in_the_line_runs_its_whole_slice_though_calls_queue(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        engine, metrics = make_engine(InlineExecutor(), FakeClock(), max_concurrent=1, min_slice_ms=200)
+        slots = engine.slots
+        store = _store(redis_server.url)
+        runner = _runner(store, engine, metrics)
+        await asyncio.wait_for(slots.acquire(), WAIT)  # a call holds the only slot
+        record = _record({"limit": 2_000_000_000, "segment": 10_000})  # far more than one slice of small steps
+        await store.create(record, max_live=10)
+        await runner.start()
+        try:
+            await wait_until_async(lambda: _true(slots.queued == 1), timeout=WAIT, what="the runner's turn in line")
+            slots.release()  # the call ends: the slot is the task's
+            await wait_until_async(
+                lambda: _true(metrics.registry.get_sample_value("mrtr_worker_task_slots") == 1),
+                timeout=WAIT,
+                what="the slice to hold the slot",
+            )
+            queued = asyncio.create_task(slots.acquire())  # a call queues behind the slice
+            await asyncio.wait_for(queued, WAIT)  # it gets the slot when the slice has run its whole length
+            try:
+                assert _count(metrics, "pressure") == 0
+                assert _count(metrics, "turn") == 1
+                stored = await store.load(record.task_id)
+                assert stored is not None
+                expected = f"{stored.record.steps} steps done; last slice on w-inproc"  # its own end, no "(pressure)"
+                assert stored.record.status_message == expected
+            finally:
+                slots.release()
+        finally:
+            await runner.stop()
+            await store.close()
+
+    asyncio.run(scenario())

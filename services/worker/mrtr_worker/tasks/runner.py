@@ -454,6 +454,7 @@ class TaskRunner:
             await self._leave_to_others(taken, why)
             return
         slots = self._slots if job.computes else None
+        turn = bool(held)  # a slot taken in the line buys a whole slice: calls queued behind it do not end it
         if slots is None:
             held.release()  # a job that does not compute needs no slot
         elif not held:
@@ -465,11 +466,11 @@ class TaskRunner:
             held = _HeldSlot(slots)
         record = stored.record.visit(self._identity.instance_id, self._identity.version)
         if slots is None:
-            await self._steps(stored, record, job, lease, slotted=False, late=late)
+            await self._steps(stored, record, job, lease, pressed=False, late=late)
             return
         self._metrics.task_slots.inc()
         try:
-            await self._steps(stored, record, job, lease, slotted=True, late=late)
+            await self._steps(stored, record, job, lease, pressed=not turn, late=late)
         finally:
             self._metrics.task_slots.dec()
             held.release()
@@ -485,8 +486,9 @@ class TaskRunner:
         await self._store.put_back(taken)
 
     async def _steps(
-        self, stored: Stored, record: TaskRecord, job: Job, lease: Lease, *, slotted: bool, late: bool = False
+        self, stored: Stored, record: TaskRecord, job: Job, lease: Lease, *, pressed: bool, late: bool = False
     ) -> None:
+        """`pressed`: calls queued for a slot here end the slice after the minimum slice (pressure)."""
         state, steps = record.state, record.steps
         started = lease.started
         here = 0  # steps in this slice: the pace this instance keeps
@@ -529,7 +531,7 @@ class TaskRunner:
             boundary = Boundary(
                 slice_ms=(time.monotonic() - started) * 1000,
                 hops=0,
-                waiting=self._slots.waiting if slotted and self._slots is not None else 0,
+                waiting=self._slots.waiting if pressed and self._slots is not None else 0,
                 draining=self._paused(),
                 steps=here,
                 pace=judged,
