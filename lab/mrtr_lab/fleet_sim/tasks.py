@@ -182,6 +182,8 @@ class SliceRunner:
         self.lease = RedisTrip(max(0.0, cost.step.worker - worker_step), cost.step.redis)
         """A step's own cost beyond the dispatch every step pays (`Model.worker_step`): the lease check."""
         self.running = 0
+        self.held_since: float | None = None
+        """`TaskRunner._held_since`: since when the runner found no slot for a slice."""
         self._capacity_freed = env.event()
         self.peer_rates: list[dict[str, float]] | None = None
         self.on_commit: Any = None
@@ -227,10 +229,15 @@ class SliceRunner:
                 yield self.env.timeout(POLL_MS / 1000)
                 continue
             if not self.slots.available:
+                if self.held_since is None:
+                    self.held_since = self.env.now
+                patience = rules.turn_after_s - (self.env.now - self.held_since)  # from when first held back
                 freed = self.slots.freed
-                yield freed | self.env.timeout(rules.turn_after_s)
+                if patience > 0:
+                    yield freed | self.env.timeout(patience)
                 if not freed.triggered and not rules.slow(self.peer_rates, self.env.now):
                     yield from self._take_a_turn()
+                    self.held_since = None
                 continue
             late = False
             if rules.slow(self.peer_rates, self.env.now):
@@ -279,6 +286,7 @@ class SliceRunner:
                 yield from self._trip(self.lease)
                 self.redis.queue.add(task)
                 return
+            self.held_since = None
             task.visited.append(self.name)
             try:
                 yield from self._steps(task, late, pressed=not holding_slot)

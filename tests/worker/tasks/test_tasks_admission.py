@@ -282,3 +282,41 @@ def test_a_slice_taken_in_the_line_runs_its_whole_slice_though_calls_queue(redis
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_calls_churning_through_the_slot_do_not_put_off_a_tasks_turn(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        engine, metrics = make_engine(InlineExecutor(), FakeClock(), max_concurrent=1)
+        slots = engine.slots
+        store = _store(redis_server.url)
+        runner = _runner(store, engine, metrics)
+        await asyncio.wait_for(slots.acquire(), WAIT)  # a call holds the only slot
+        record = _record({"limit": 1_000_000, "segment": 250_000})
+        await store.create(record, max_live=10)
+
+        async def churn() -> None:
+            """Short calls one after another: the slot is free for an instant, then taken again, until the task
+            queues for it (each wake-up of the runner must not restart its patience)."""
+            while slots.queued == 0:
+                slots.release()
+                assert slots.try_acquire()
+                await asyncio.sleep(0.05)  # the next call's arrival, not a wait for readiness
+
+        await runner.start()
+        try:
+            await asyncio.wait_for(churn(), WAIT)
+            assert slots.queued == 1
+            slots.release()  # the call ends: the task's turn
+
+            async def finished() -> Stored | None:
+                now = await store.load(record.task_id)
+                return now if now is not None and now.record.terminal else None
+
+            done = await wait_until_async(finished, timeout=WAIT, what="the task to run in its turn")
+            assert done.record.result is not None
+            assert _count(metrics, "turn") == 1
+        finally:
+            await runner.stop()
+            await store.close()
+
+    asyncio.run(scenario())

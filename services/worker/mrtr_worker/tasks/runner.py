@@ -160,6 +160,8 @@ class TaskRunner:
         """Why the store was unreachable the last time the runner tried, or None once it works again."""
         self.held_back = False
         """True while the runner takes no slice because every compute slot here is busy."""
+        self._held_since: float | None = None
+        """Since when (monotonic) the runner has found no slot for a slice; None once a slice got one."""
         self.rules = SliceRules(self._policy, self._slice_ms)
         """Every decision about taking and ending a slice (pure: the fleet simulator drives the same object)."""
         self._peer_rates: list[dict[str, float]] | None = None
@@ -219,6 +221,7 @@ class TaskRunner:
                 try:
                     if not await self._slot_freed(self._slots) and not self.slow():
                         await self._take_a_turn(self._slots)
+                        self._held_since = None
                 finally:
                     self.held_back = False
                 continue
@@ -262,9 +265,17 @@ class TaskRunner:
             self._spawn(taken, late=late)
 
     async def _slot_freed(self, slots: Slots) -> bool:
-        """Wait for a free slot nobody is queued for, at most `SliceRules.turn_after_s`: whether one came."""
+        """Wait for a free slot nobody is queued for: whether one came before the runner's patience ran out
+        (`SliceRules.turn_after_s`, counted from when it was first held back, not from the last slot freed: calls
+        that churn through the slots would otherwise restart it forever)."""
+        now = time.monotonic()
+        if self._held_since is None:
+            self._held_since = now
+        patience = self.rules.turn_after_s - (now - self._held_since)
+        if patience <= 0:
+            return False
         try:
-            await asyncio.wait_for(slots.wait_available(), self.rules.turn_after_s)
+            await asyncio.wait_for(slots.wait_available(), patience)
         except TimeoutError:
             return False
         return True
@@ -464,6 +475,7 @@ class TaskRunner:
                 self._metrics.task_slices.labels(outcome="busy").inc()
                 return
             held = _HeldSlot(slots)
+            self._held_since = None
         record = stored.record.visit(self._identity.instance_id, self._identity.version)
         if slots is None:
             await self._steps(stored, record, job, lease, pressed=False, late=late)
