@@ -235,8 +235,9 @@ class SliceRunner:
                 freed = self.slots.freed
                 if patience > 0:
                     yield freed | self.env.timeout(patience)
-                if not freed.triggered and not rules.slow(self.peer_rates, self.env.now):
-                    yield from self._take_a_turn()
+                if not freed.triggered:
+                    if not rules.slow(self.peer_rates, self.env.now):
+                        yield from self._take_a_turn()
                     self.held_since = None
                 continue
             late = False

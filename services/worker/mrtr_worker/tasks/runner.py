@@ -219,8 +219,9 @@ class TaskRunner:
             if self._slots is not None and not self._slots.available:
                 self.held_back = True  # the slices wait in the queue for a worker with a free slot
                 try:
-                    if not await self._slot_freed(self._slots) and not self.slow():
-                        await self._take_a_turn(self._slots)
+                    if not await self._slot_freed(self._slots):
+                        if not self.slow():  # a slow worker leaves the turn to its peers and waits a while again
+                            await self._take_a_turn(self._slots)
                         self._held_since = None
                 finally:
                     self.held_back = False
