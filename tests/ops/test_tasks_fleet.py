@@ -27,6 +27,7 @@ from mrtr_ops.waiting import wait_until
 from mrtr_worker.compute.computation import run_uninterrupted
 from mrtr_worker.compute.montecarlo import ESTIMATE_PI
 from mrtr_worker.compute.primes import COUNT_PRIMES, KNOWN_COUNTS
+from mrtr_worker.config import WorkerSettings
 from mrtr_worker.tasks.store import GROUP
 from tests.ops.conftest import MakeCluster
 from tests.worker.tasks.tasks_support import RpcError, TaskClient
@@ -34,6 +35,8 @@ from tests.worker.tasks.tasks_support import RpcError, TaskClient
 PREFIX = "fleet:"
 STREAM = f"{PREFIX}slices"
 MAX_LIVE = 8
+DEFAULT_POLL_MS = WorkerSettings.model_fields["task_poll_interval_ms"].default
+"""The refusal's retry hint: the tasks' poll interval (not set here)."""
 ENV = {
     "MRTR_WORKER_REDIS_PREFIX": PREFIX,
     "MRTR_WORKER_TASK_SLICE_MS": "300",
@@ -420,7 +423,7 @@ def test_a_flood_past_the_cap_is_refused_clearly_and_earlier_tasks_go_on(
         flood.create("estimate_pi", ASKING)
     assert raised.value.status == 400
     assert raised.value.code == -32600
-    assert raised.value.data == {"reason": "task_limit", "max": MAX_LIVE}
+    assert raised.value.data == {"reason": "task_limit", "max": MAX_LIVE, "retryAfterMs": DEFAULT_POLL_MS}
     assert f"at most {MAX_LIVE}" in raised.value.message
     other = bystander.create("estimate_pi", ASKING)  # the cap is per principal
 

@@ -236,9 +236,9 @@ class SliceRunner:
                 if patience > 0:
                     yield freed | self.env.timeout(patience)
                 if not freed.triggered:
-                    if not rules.slow(self.peer_rates, self.env.now):
-                        yield from self._take_a_turn()
-                    self.held_since = None
+                    took = not rules.slow(self.peer_rates, self.env.now) and (yield from self._take_a_turn())
+                    if not took:
+                        self.held_since = None
                 continue
             late = False
             if rules.slow(self.peer_rates, self.env.now):
@@ -257,11 +257,11 @@ class SliceRunner:
                 continue
             self.env.process(self._run(task, late))
 
-    def _take_a_turn(self) -> Generator[simpy.Event, Any, None]:
+    def _take_a_turn(self) -> Generator[simpy.Event, Any, bool]:
         """`TaskRunner._take_a_turn`: calls kept every slot busy a whole slice; queue quietly for one if slices wait."""
         yield from self._trip(self.lease)  # the queue's oldest slice, read from Redis
         if self.redis.queue.oldest_age_ms() is None:
-            return
+            return False
         while self.running >= CONCURRENCY:
             yield self._capacity_freed
         self.running += 1
@@ -270,8 +270,9 @@ class SliceRunner:
         if task is None:
             self.slots.release()
             self._release()
-            return
+            return False
         self.env.process(self._run(task, late=False, holding_slot=True))
+        return True
 
     def _release(self) -> None:
         self.running -= 1

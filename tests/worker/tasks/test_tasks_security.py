@@ -18,12 +18,15 @@ from mrtr_dev_issuer import PUBLIC_KEY_NAME, DevIssuer
 from mrtr_ops.local.process import WorkerSpec
 from mrtr_ops.local.redis import RedisServer
 from mrtr_ops.waiting import wait_until
+from mrtr_worker.config import WorkerSettings
 from mrtr_worker.sealing.keyring import KeyRing, new_secret
 from tests.conftest import StartWorker
 from tests.worker.tasks.tasks_support import RpcError, TaskClient
 
 PREFIX = "sec:"
 MAX_LIVE = 3
+DEFAULT_POLL_MS = WorkerSettings.model_fields["task_poll_interval_ms"].default
+"""The refusal's retry hint: the tasks' poll interval (not set here)."""
 SECRET_FILENAME = "merger-with-initech-2027.txt"
 SECRET_NAME = "Ms Quartermaine-Vesper"
 
@@ -129,7 +132,7 @@ def test_live_tasks_are_capped_per_principal(clients: dict[str, TaskClient]) -> 
     held = [bob.create("slow_compute", {"seconds": 600}) for _ in range(MAX_LIVE)]
     with pytest.raises(RpcError) as raised:
         bob.call_tool("slow_compute", {"seconds": 600})
-    assert raised.value.data == {"reason": "task_limit", "max": MAX_LIVE}
+    assert raised.value.data == {"reason": "task_limit", "max": MAX_LIVE, "retryAfterMs": DEFAULT_POLL_MS}
     assert "Too many unfinished tasks" in raised.value.message
     other = alice.create("slow_compute", {"seconds": 600})  # another principal has its own allowance
     bob.cancel(held[0])  # a finished task frees its place

@@ -5,6 +5,8 @@ from __future__ import annotations
 from mcp.shared.exceptions import MCPError
 from mcp_types import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 
+from mrtr_protocol.busy import RETRY_AFTER_KEY
+
 
 def task_not_found(task_id: str) -> MCPError:
     """Unknown, expired, or another principal's task: one answer for all, so existence never leaks."""
@@ -30,12 +32,14 @@ def store_unconfirmed() -> MCPError:
     )
 
 
-def task_limit(limit: int) -> MCPError:
+def task_limit(limit: int, retry_after_ms: int) -> MCPError:
+    """The principal holds `limit` unfinished tasks. `retry_after_ms`: the tasks' poll interval, the soonest a
+    client following its tasks learns that one ended (a place frees only then), so a clear refusal with a hint."""
     return MCPError(
         code=INVALID_REQUEST,
         message=f"Too many unfinished tasks for this principal (at most {limit}); "
         "wait for one to finish or cancel one, then try again",
-        data={"reason": "task_limit", "max": limit},
+        data={"reason": "task_limit", "max": limit, RETRY_AFTER_KEY: retry_after_ms},
     )
 
 

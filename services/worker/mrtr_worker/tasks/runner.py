@@ -219,9 +219,10 @@ class TaskRunner:
             if self._slots is not None and not self._slots.available:
                 self.held_back = True  # the slices wait in the queue for a worker with a free slot
                 try:
-                    if not await self._slot_freed(self._slots):
-                        if not self.slow():  # a slow worker leaves the turn to its peers and waits a while again
-                            await self._take_a_turn(self._slots)
+                    # Turn after turn while slices wait; a slow worker leaves them to its peers and waits a while again.
+                    if not await self._slot_freed(self._slots) and (
+                        self.slow() or not await self._take_a_turn(self._slots)
+                    ):
                         self._held_since = None
                 finally:
                     self.held_back = False
@@ -281,17 +282,17 @@ class TaskRunner:
             return False
         return True
 
-    async def _take_a_turn(self, slots: Slots) -> None:
+    async def _take_a_turn(self, slots: Slots) -> bool:
         """Calls kept every slot here busy for a whole slice: if slices wait, queue for a slot among the calls
-        (quietly: a running computation is not asked to yield it) and run one slice in it. Without a turn, a
-        fleet overloaded with calls would never start a task (docs/tasks.md, "Where the work runs")."""
+        (quietly: a running computation is not asked to yield it) and run one slice in it; whether it did.
+        Without turns, a fleet overloaded with calls would never start a task (docs/tasks.md)."""
         try:
             await self._store.ensure_group()
             if await self._store.oldest_waiting_ms() is None:
-                return
+                return False
         except (RedisError, OSError) as exc:
             self._failed(exc)
-            return
+            return False
         await self._capacity.acquire()
         taken: Slice | None = None
         try:
@@ -309,9 +310,11 @@ class TaskRunner:
         finally:
             if taken is None:
                 self._capacity.release()
-        if taken is not None:
-            self._metrics.task_slices.labels(outcome="turn").inc()
-            self._spawn(taken, holding_slot=True)
+        if taken is None:
+            return False
+        self._metrics.task_slices.labels(outcome="turn").inc()
+        self._spawn(taken, holding_slot=True)
+        return True
 
     @property
     def peer_rates(self) -> list[dict[str, float]] | None:

@@ -83,7 +83,7 @@ class TaskService:
             try:
                 await self.store.create(record, self._max_live)
             except CapReached:
-                raise errors.task_limit(self._max_live) from None
+                raise errors.task_limit(self._max_live, self._poll_ms) from None
         return record.create_result()
 
     async def _owned(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskRecord:
